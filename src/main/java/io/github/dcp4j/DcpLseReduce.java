@@ -1,0 +1,75 @@
+package io.github.dcp4j;
+
+import io.github.dcp4j.engine.RankWorkspace;
+import io.github.dcp4j.layout.WorkspaceLayout;
+import io.github.dcp4j.op.DType;
+import io.github.dcp4j.op.LseMode;
+import io.github.dcp4j.op.ReduceCall;
+import io.github.dcp4j.op.TensorView;
+import io.github.dcp4j.op.WorkspaceSpec;
+
+import java.lang.foreign.Arena;
+import java.util.Objects;
+
+/**
+ * The op: fused decode context-parallel all-to-all + LSE merge. Rank r holds {@code partial_o [..., cp, D]} whose
+ * slice {@code [..., p, :]} belongs to rank p, with its log-sum-exp {@code partial_lse [..., cp]}; after the call,
+ * each rank holds {@code out [rows, D]}, the LSE-weighted merge of the cp slices addressed to it.
+ *
+ * <p>Collective: every rank of the group makes the same calls in the same order, each on its own workspace. Every
+ * argument is checked before anything is sent; a rejected call writes nothing.
+ */
+public final class DcpLseReduce {
+    private DcpLseReduce() {
+    }
+
+    /**
+     * Bytes of one rank's workspace: 128 + 2 x cp x (maxTokens x localHeads) x RowBytes, where RowBytes =
+     * 128 x ceil(W / 15) + 16 x ceil(ceil(W / 15) / 4) and W = headDim x elemBytes / 8.
+     */
+    public static long workspaceSize(int maxTokens, int localHeads, int cpSize, int headDim, DType dtype) {
+        return new WorkspaceSpec(maxTokens, localHeads, cpSize, headDim, dtype).bytes();
+    }
+
+    /** Rank {@code cpRank}'s part of one call, into a fresh output {@code [rows, D]}; base-2 LSEs. */
+    public static TensorView reduce(TensorView partialO, TensorView partialLse, RankWorkspace workspace, int cpRank,
+                                    int cpSize) {
+        return reduce(partialO, partialLse, workspace, cpRank, cpSize, LseMode.BASE2);
+    }
+
+    /** Rank {@code cpRank}'s part of one call, into a fresh output {@code [rows, D]}. */
+    public static TensorView reduce(TensorView partialO, TensorView partialLse, RankWorkspace workspace, int cpRank,
+                                    int cpSize, LseMode mode) {
+        Objects.requireNonNull(partialO, "partial_o");
+        TensorView out = TensorView.allocate(Arena.ofAuto(), partialO.dtype(), ReduceCall.outputShape(partialO));
+        reduce(partialO, partialLse, workspace, cpRank, cpSize, mode, out);
+        return out;
+    }
+
+    /** Rank {@code cpRank}'s part of one call, into {@code out} ({@code [rows, D]}, contiguous, partial_o's dtype). */
+    public static void reduce(TensorView partialO, TensorView partialLse, RankWorkspace workspace, int cpRank,
+                              int cpSize, LseMode mode, TensorView out) {
+        workspace.execute(validate(partialO, partialLse, out, workspace, cpRank, cpSize, mode));
+    }
+
+    /** Every check of one rank's call, including those against its workspace; nothing is read or written. */
+    public static ReduceCall validate(TensorView partialO, TensorView partialLse, TensorView out,
+                                      RankWorkspace workspace, int cpRank, int cpSize, LseMode mode) {
+        Objects.requireNonNull(workspace, "workspace");
+        ReduceCall call = ReduceCall.validate(partialO, partialLse, out, cpRank, cpSize, mode);
+        if (workspace.cpSize() != cpSize) {
+            throw new IllegalArgumentException("cp_size must match the workspace group's size "
+                    + workspace.cpSize() + "; got " + cpSize);
+        }
+        if (workspace.rank() != cpRank) {
+            throw new IllegalArgumentException("cp_rank must be the workspace's rank " + workspace.rank() + "; got "
+                    + cpRank);
+        }
+        WorkspaceLayout layout = WorkspaceLayout.forWorkspace(workspace.byteSize(), cpSize, call.row());
+        if (call.rows() > layout.maxRows()) {
+            throw new IllegalArgumentException("partial_o has " + call.rows() + " rows; the workspace holds at most "
+                    + layout.maxRows() + " (max_tokens x local_heads it was sized for)");
+        }
+        return call;
+    }
+}

@@ -1,0 +1,70 @@
+package io.github.dcp4j.cli;
+
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.io.UncheckedIOException;
+import java.nio.file.NoSuchFileException;
+import java.util.concurrent.Callable;
+
+/** {@code java -jar target/dcp4j.jar [subcommand]}: with no subcommand, the main job. */
+@Command(name = "dcp4j", mixinStandardHelpOptions = true, versionProvider = Main.Version.class,
+        description = {
+            "Fused decode context-parallel all-to-all + LSE merge (LL128 protocol).",
+            "",
+            "Without a subcommand: the main job. It runs the op at the DeepSeek-V2 decode shape (cp 8, 16 local"
+                + " heads, head_dim 512, bf16) for batch 1, 8 and 64 on the best available engine, checks every"
+                + " rank against an fp64 oracle, and prints engine, batch, max relative error and microseconds"
+                + " per call (median)."},
+        subcommands = {WorkspaceSizeCommand.class, ReduceCommand.class, CommandLine.HelpCommand.class})
+public final class Main implements Callable<Integer> {
+
+    @CommandLine.Mixin
+    MainJob mainJob = new MainJob();
+
+    @CommandLine.Spec
+    CommandLine.Model.CommandSpec spec;
+
+    @Override
+    public Integer call() {
+        return mainJob.run(spec.commandLine().getOut(), spec.commandLine().getErr());
+    }
+
+    public static void main(String[] args) {
+        System.exit(run(args, new PrintWriter(System.out, true), new PrintWriter(System.err, true)));
+    }
+
+    /** Runs the CLI with the given streams and returns its exit code (0 ok, 1 failure, 2 usage error). */
+    public static int run(String[] args, PrintWriter out, PrintWriter err) {
+        CommandLine cli = new CommandLine(new Main());
+        cli.setOut(out);
+        cli.setErr(err);
+        cli.setExecutionExceptionHandler((e, commandLine, parseResult) -> {
+            String command = commandLine == cli ? "dcp4j" : "dcp4j " + commandLine.getCommandName();
+            commandLine.getErr().println(command + ": error: " + describe(e));
+            if (!(e instanceof IllegalArgumentException || e instanceof IllegalStateException
+                    || e instanceof IOException || e instanceof UncheckedIOException)) {
+                e.printStackTrace(commandLine.getErr());
+            }
+            return 1;
+        });
+        return cli.execute(args);
+    }
+
+    private static String describe(Exception e) {
+        if (e instanceof NoSuchFileException n) {
+            return "no such file: " + n.getFile();
+        }
+        return e.getMessage() == null ? e.toString() : e.getMessage();
+    }
+
+    static final class Version implements CommandLine.IVersionProvider {
+        @Override
+        public String[] getVersion() {
+            String v = Main.class.getPackage().getImplementationVersion();
+            return new String[] {"dcp4j " + (v == null ? "(development build)" : v)};
+        }
+    }
+}

@@ -1,0 +1,125 @@
+package io.github.dcp4j.cli;
+
+import io.github.dcp4j.engine.cpu.CpuEngine;
+import io.github.dcp4j.op.DType;
+import io.github.dcp4j.op.LseMode;
+import io.github.dcp4j.op.ReduceCall;
+import io.github.dcp4j.op.TensorView;
+import io.github.dcp4j.op.WorkspaceSpec;
+import io.github.dcp4j.reference.Fp64Oracle;
+import io.github.dcp4j.reference.RandomInputs;
+import picocli.CommandLine.Option;
+
+import java.io.PrintWriter;
+import java.lang.foreign.Arena;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
+
+/**
+ * The main job: the op at the DeepSeek-V2 decode shape on the best available engine, every rank checked against the
+ * fp64 oracle, and a table of engine, batch, max relative error and µs per call (median).
+ */
+final class MainJob {
+    static final int CP = 8;
+    static final int LOCAL_HEADS = 16;
+    static final int HEAD_DIM = 512;
+    static final DType DTYPE = DType.BF16;
+    static final LseMode MODE = LseMode.BASE2;
+    /** Largest relative error (L2 norm, against fp64) a bf16 output may have. */
+    static final double TOLERANCE = 1e-2;
+    private static final int WARMUP_CALLS = 3;
+    /** Warm-up time before timing, so that the JIT has compiled the hot paths. */
+    private static final long WARMUP_NANOS = 500_000_000L;
+    private static final int MIN_CALLS = 5;
+    private static final int MAX_CALLS = 2000;
+
+    @Option(names = "--batches", split = ",", defaultValue = "1,8,64", paramLabel = "B[,B...]",
+            description = "Batches (tokens per rank) to run, default ${DEFAULT-VALUE}.")
+    int[] batches;
+
+    @Option(names = "--seconds", defaultValue = "1.0", paramLabel = "S",
+            description = "Timing budget per batch in seconds, default ${DEFAULT-VALUE}.")
+    double seconds;
+
+    int run(PrintWriter out, PrintWriter err) {
+        for (int b : batches) {
+            if (b < 1) {
+                throw new IllegalArgumentException("--batches must all be >= 1; got " + b);
+            }
+        }
+        if (!(seconds > 0)) {
+            throw new IllegalArgumentException("--seconds must be > 0; got " + seconds);
+        }
+        err.printf("dcp4j main job: DeepSeek-V2 decode shape, cp %d, %d local heads, head_dim %d, %s, lse %s,"
+                + " strided input%n", CP, LOCAL_HEADS, HEAD_DIM, DTYPE.name().toLowerCase(), MODE);
+        err.printf("engine: %s (%d ranks as platform threads on %d cores; this build has no GPU engine)%n",
+                CpuEngine.NAME, CP, Runtime.getRuntime().availableProcessors());
+        out.printf("%-7s %6s %13s %14s %7s%n", "engine", "batch", "max rel err", "us/call (med)", "calls");
+        boolean allPass = true;
+        for (int batch : batches) {
+            Row row = runBatch(batch, err);
+            out.printf("%-7s %6d %13.3e %14.1f %7d%n", CpuEngine.NAME, batch, row.maxRelativeError, row.medianMicros,
+                    row.calls);
+            out.flush();
+            allPass &= row.maxRelativeError <= TOLERANCE;
+        }
+        if (!allPass) {
+            err.printf("FAILED: some rank's output differs from the fp64 oracle by more than %.0e%n", TOLERANCE);
+            return 1;
+        }
+        err.printf("every rank of every batch matches the fp64 oracle within %.0e (relative, L2)%n", TOLERANCE);
+        return 0;
+    }
+
+    private record Row(double maxRelativeError, double medianMicros, int calls) {
+    }
+
+    private Row runBatch(int batch, PrintWriter err) {
+        err.printf("batch %d: generating inputs%n", batch);
+        err.flush();
+        WorkspaceSpec spec = new WorkspaceSpec(batch, LOCAL_HEADS, CP, HEAD_DIM, DTYPE);
+        try (Arena arena = Arena.ofShared(); CpuEngine engine = CpuEngine.open(spec)) {
+            SplittableRandom random = new SplittableRandom(2026L * 1_000_003 + batch);
+            List<TensorView> partialO = new ArrayList<>();
+            List<TensorView> partialLse = new ArrayList<>();
+            List<TensorView> outs = new ArrayList<>();
+            for (int r = 0; r < CP; r++) {
+                RandomInputs in = RandomInputs.attention(arena, random.split(), batch, LOCAL_HEADS, CP, HEAD_DIM,
+                        DTYPE, 3.0);
+                partialO.add(in.partialO());
+                partialLse.add(in.partialLse());
+                outs.add(TensorView.allocate(arena, DTYPE, ReduceCall.outputShape(in.partialO())));
+            }
+            err.printf("batch %d: timing%n", batch);
+            err.flush();
+            long start = System.nanoTime();
+            for (int i = 0; i < WARMUP_CALLS || System.nanoTime() - start < WARMUP_NANOS; i++) {
+                engine.reduceAll(partialO, partialLse, outs, MODE);
+            }
+            long budget = (long) (seconds * 1e9);
+            start = System.nanoTime();
+            List<Long> samples = new ArrayList<>();
+            while (samples.size() < MIN_CALLS
+                    || (samples.size() < MAX_CALLS && System.nanoTime() - start < budget)) {
+                long t0 = System.nanoTime();
+                engine.reduceAll(partialO, partialLse, outs, MODE);
+                samples.add(System.nanoTime() - t0);
+            }
+            err.printf("batch %d: checking %d ranks against the fp64 oracle%n", batch, CP);
+            err.flush();
+            double maxError = 0;
+            for (int r = 0; r < CP; r++) {
+                double e = Fp64Oracle.relativeError(outs.get(r), Fp64Oracle.reduce(partialO, partialLse, r, MODE));
+                maxError = Math.max(maxError, e);
+            }
+            long[] sorted = samples.stream().mapToLong(Long::longValue).sorted().toArray();
+            return new Row(maxError, median(sorted) / 1e3, sorted.length);
+        }
+    }
+
+    private static double median(long[] sorted) {
+        int n = sorted.length;
+        return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0;
+    }
+}

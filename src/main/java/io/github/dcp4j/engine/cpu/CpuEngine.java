@@ -1,0 +1,245 @@
+package io.github.dcp4j.engine.cpu;
+
+import io.github.dcp4j.DcpLseReduce;
+import io.github.dcp4j.engine.PeerTimeoutException;
+import io.github.dcp4j.layout.Ll128;
+import io.github.dcp4j.op.LseMode;
+import io.github.dcp4j.op.ReduceCall;
+import io.github.dcp4j.op.TensorView;
+import io.github.dcp4j.op.WorkspaceSpec;
+
+import java.lang.foreign.Arena;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+
+/**
+ * The CPU engine: a group of cp ranks in one JVM, each with its own off-heap workspace, running the real LL128
+ * protocol over the real byte layout. Each rank's calls run on whichever platform thread makes them (one thread per
+ * rank at a time); {@link #reduceAll} runs all ranks on the group's own threads.
+ *
+ * <p>Every wait is bounded by the group's timeout. A rank that times out throws a {@link PeerTimeoutException} naming
+ * what it waited for and poisons the group: further calls fail until {@link #reset()} re-zeroes every workspace.
+ */
+public final class CpuEngine implements AutoCloseable {
+    /** The engine's name as the CLI prints it. */
+    public static final String NAME = "cpu";
+    /** How long a rank waits for a peer's line before it gives up, unless the group is opened with another. */
+    public static final Duration DEFAULT_TIMEOUT = Duration.ofSeconds(10);
+
+    private final Arena arena;
+    private final List<CpuWorkspace> workspaces;
+    private final Duration timeout;
+    private final ExecutorService rankThreads;
+    private volatile PeerTimeoutException poison;
+    private volatile boolean closed;
+
+    private CpuEngine(int cpSize, long workspaceBytes, Duration timeout) {
+        this.timeout = timeout;
+        this.arena = Arena.ofShared();
+        List<CpuWorkspace> list = new ArrayList<>(cpSize);
+        for (int r = 0; r < cpSize; r++) {
+            list.add(new CpuWorkspace(this, r, arena.allocate(workspaceBytes, Ll128.LINE_BYTES)));
+        }
+        this.workspaces = List.copyOf(list);
+        this.rankThreads = Executors.newFixedThreadPool(cpSize, Thread.ofPlatform().daemon().name("dcp4j-cpu-rank-",
+                0).factory());
+    }
+
+    /** A group of {@code spec.cpSize()} ranks, each with a zeroed workspace of {@code spec.bytes()}. */
+    public static CpuEngine open(WorkspaceSpec spec, Duration timeout) {
+        Objects.requireNonNull(spec, "spec");
+        return open(spec.cpSize(), spec.bytes(), timeout);
+    }
+
+    /** As {@link #open(WorkspaceSpec, Duration)} with the default 10 s timeout. */
+    public static CpuEngine open(WorkspaceSpec spec) {
+        return open(spec, DEFAULT_TIMEOUT);
+    }
+
+    /**
+     * A group of {@code cpSize} ranks with zeroed workspaces of {@code workspaceBytes} each (a size from
+     * {@link DcpLseReduce#workspaceSize}).
+     */
+    public static CpuEngine open(int cpSize, long workspaceBytes, Duration timeout) {
+        if (cpSize < 1 || cpSize > Ll128.MAX_RANKS) {
+            throw new IllegalArgumentException("cp_size must be in [1, " + Ll128.MAX_RANKS + "]; got " + cpSize);
+        }
+        if (workspaceBytes <= Ll128.PAYLOAD_OFFSET) {
+            throw new IllegalArgumentException("workspace bytes must be > " + Ll128.PAYLOAD_OFFSET + "; got "
+                    + workspaceBytes);
+        }
+        Objects.requireNonNull(timeout, "timeout");
+        if (timeout.isNegative() || timeout.isZero()) {
+            throw new IllegalArgumentException("timeout must be positive; got " + timeout);
+        }
+        return new CpuEngine(cpSize, workspaceBytes, timeout);
+    }
+
+    public int cpSize() {
+        return workspaces.size();
+    }
+
+    public Duration timeout() {
+        return timeout;
+    }
+
+    /** The workspace of {@code rank}: pass it to {@link DcpLseReduce#reduce} on that rank's thread. */
+    public CpuWorkspace workspace(int rank) {
+        if (rank < 0 || rank >= workspaces.size()) {
+            throw new IllegalArgumentException("rank must be in [0, " + workspaces.size() + "); got " + rank);
+        }
+        return workspaces.get(rank);
+    }
+
+    /**
+     * One collective call with every rank on the group's threads: rank r reduces {@code partialO.get(r)} and
+     * {@code partialLse.get(r)} into {@code out.get(r)}. Every rank's arguments are validated before any rank starts.
+     * If ranks fail, the lowest rank's exception is thrown with the others suppressed.
+     */
+    public void reduceAll(List<TensorView> partialO, List<TensorView> partialLse, List<TensorView> out,
+                          LseMode mode) {
+        int cp = cpSize();
+        requireOnePerRank("partial_o", partialO);
+        requireOnePerRank("partial_lse", partialLse);
+        requireOnePerRank("out", out);
+        List<ReduceCall> calls = new ArrayList<>(cp);
+        for (int r = 0; r < cp; r++) {
+            requireSharedMemory("partial_o", r, partialO.get(r));
+            requireSharedMemory("partial_lse", r, partialLse.get(r));
+            requireSharedMemory("out", r, out.get(r));
+            calls.add(DcpLseReduce.validate(partialO.get(r), partialLse.get(r), out.get(r), workspaces.get(r), r, cp,
+                    mode));
+        }
+        runRanks(calls);
+    }
+
+    /** As {@link #reduceAll(List, List, List, LseMode)}, into fresh outputs (one per rank, in rank order). */
+    public List<TensorView> reduceAll(List<TensorView> partialO, List<TensorView> partialLse, LseMode mode) {
+        requireOnePerRank("partial_o", partialO);
+        List<TensorView> out = new ArrayList<>(cpSize());
+        Arena auto = Arena.ofAuto();
+        for (TensorView o : partialO) {
+            out.add(TensorView.allocate(auto, o.dtype(), ReduceCall.outputShape(o)));
+        }
+        reduceAll(partialO, partialLse, out, mode);
+        return out;
+    }
+
+    /**
+     * Runs {@code calls} (one per rank, any subset of the ranks) concurrently on the group's threads and waits for all
+     * of them.
+     */
+    void runRanks(List<ReduceCall> calls) {
+        requireUsable();
+        List<Future<?>> futures = new ArrayList<>(calls.size());
+        for (ReduceCall call : calls) {
+            futures.add(rankThreads.submit(() -> workspaces.get(call.cpRank()).execute(call)));
+        }
+        RuntimeException failure = null;
+        for (Future<?> f : futures) {
+            try {
+                awaitUninterruptibly(f);
+            } catch (ExecutionException e) {
+                RuntimeException cause = e.getCause() instanceof RuntimeException re ? re
+                        : new IllegalStateException("rank thread failed", e.getCause());
+                if (failure == null) {
+                    failure = cause;
+                } else {
+                    failure.addSuppressed(cause);
+                }
+            }
+        }
+        if (failure != null) {
+            throw failure;
+        }
+    }
+
+    private static void awaitUninterruptibly(Future<?> f) throws ExecutionException {
+        boolean interrupted = false;
+        try {
+            while (true) {
+                try {
+                    f.get();
+                    return;
+                } catch (InterruptedException e) {
+                    interrupted = true;
+                }
+            }
+        } finally {
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+
+    /** The group's threads touch every tensor: memory confined to one thread would fail half-way through a call. */
+    private static void requireSharedMemory(String name, int rank, TensorView t) {
+        if (!t.memory().isAccessibleBy(new Thread(() -> { }))) {
+            throw new IllegalArgumentException(name + " of rank " + rank + " is in memory confined to one thread;"
+                    + " reduceAll runs ranks on the group's threads: use a shared, auto or global arena");
+        }
+    }
+
+    private void requireOnePerRank(String name, List<TensorView> tensors) {
+        Objects.requireNonNull(tensors, name);
+        if (tensors.size() != cpSize()) {
+            throw new IllegalArgumentException(name + " must hold one tensor per rank (" + cpSize() + "); got "
+                    + tensors.size());
+        }
+    }
+
+    /**
+     * Re-zeroes every workspace and clears a timeout's poison: the collective reset after a failed call. No call may
+     * be in flight on any rank.
+     */
+    public void reset() {
+        requireOpen();
+        for (CpuWorkspace w : workspaces) {
+            if (w.inCall()) {
+                throw new IllegalStateException("cannot reset while rank " + w.rank() + " is in a call");
+            }
+        }
+        for (CpuWorkspace w : workspaces) {
+            w.memory().fill((byte) 0);
+        }
+        poison = null;
+    }
+
+    void poison(PeerTimeoutException cause) {
+        if (poison == null) {
+            poison = cause;
+        }
+    }
+
+    void requireUsable() {
+        requireOpen();
+        PeerTimeoutException p = poison;
+        if (p != null) {
+            throw new IllegalStateException("the workspace group is poisoned by an earlier timeout (" + p.getMessage()
+                    + "); call reset() once every rank has returned", p);
+        }
+    }
+
+    private void requireOpen() {
+        if (closed) {
+            throw new IllegalStateException("the CPU workspace group is closed");
+        }
+    }
+
+    /** Stops the rank threads and frees every workspace. No call may be in flight. */
+    @Override
+    public synchronized void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        rankThreads.shutdownNow();
+        arena.close();
+    }
+}

@@ -1,0 +1,116 @@
+package io.github.dcp4j.layout;
+
+/**
+ * The LL128 workspace protocol, described once. Every size, offset and flag value that the engines and the kernel use
+ * comes from here (the CUDA side gets them from a header generated from this class).
+ *
+ * <pre>
+ * Workspace: one per rank, the same size on every rank, 128-byte aligned, zeroed once at creation.
+ *
+ *   0           4              8                                                         128
+ *   +-----------+--------------+--------------------------- ... ---------------------------+
+ *   | epoch u32 | finished u32 | zero                                                      |  metadata
+ *   +-----------+--------------+--------------------------- ... ---------------------------+
+ *   128 = PAYLOAD_OFFSET
+ *   +-------------------------------------------------------------------------------------+
+ *   | data lines  [slot 0..1][src 0..cp-1][row 0..maxRows-1][line 0..dataLines-1]  128 B   |
+ *   +-------------------------------------------------------------------------------------+
+ *   | LSE lines   [slot 0..1][src 0..cp-1][row 0..maxRows-1][group 0..lineGroups-1] 16 B   |
+ *   +-------------------------------------------------------------------------------------+
+ *
+ * Data line: 16 little-endian u64 words. Word k &lt; 15 of line l carries the row's data word 15*l + k (bytes
+ * 8*(15*l + k) .. +7 of the slice row[dst, :]); words past the row's end are zero. Word 15 is the flag.
+ *
+ *   0        8        16                                        112      120      128
+ *   +--------+--------+------------------- ... ------------------+--------+--------+
+ *   | word 0 | word 1 |                                          | word14 | flag   |
+ *   +--------+--------+------------------- ... ------------------+--------+--------+
+ *   flag = 0x4C4C3132_00000000 | u32(epoch + 1)        ("LL12" in the high word: never zero)
+ *
+ * LSE line: one per group of 4 data lines (a warp's 32 x 16-byte store covers one group), 4 little-endian u32.
+ *
+ *   0          4          8          12         16
+ *   +----------+----------+----------+----------+
+ *   | lse bits | flag     | 0        | flag     |
+ *   +----------+----------+----------+----------+
+ *   flag = u32(epoch + 1), or 1 where that is 0    (never zero)
+ * </pre>
+ *
+ * slot = epoch &amp; 1. The epoch is the rank's own call counter (metadata word 0); it advances once per call, after the
+ * last receiver of that rank has finished. Readers zero every flag they consume, so between calls a slot holds only
+ * zero flags, and a zero flag never matches (see docs/PROTOCOL.md).
+ */
+public final class Ll128 {
+    private Ll128() {
+    }
+
+    /** Largest cp_size (source ranks per row). */
+    public static final int MAX_RANKS = 64;
+    /** Slots alternate by call: a peer can run at most one call ahead. */
+    public static final int NUM_SLOTS = 2;
+
+    /** Bytes of metadata before the payload; also the payload's alignment. */
+    public static final int PAYLOAD_OFFSET = 128;
+    /** Byte offset of the u32 call counter (epoch) in the metadata. */
+    public static final int EPOCH_OFFSET = 0;
+    /** Byte offset of the u32 count of receivers (blocks) that finished the current call. */
+    public static final int FINISHED_OFFSET = 4;
+
+    /** Bytes in one data line; also the alignment every line keeps. */
+    public static final int LINE_BYTES = 128;
+    /** Bytes in one data or flag word. */
+    public static final int WORD_BYTES = 8;
+    /** u64 words in one line. */
+    public static final int LINE_WORDS = LINE_BYTES / WORD_BYTES;
+    /** Data words in one line; the last word is the flag. */
+    public static final int LINE_DATA_WORDS = LINE_WORDS - 1;
+    /** Data bytes in one line. */
+    public static final int LINE_DATA_BYTES = LINE_DATA_WORDS * WORD_BYTES;
+    /** Byte offset of the flag word inside a line. */
+    public static final int LINE_FLAG_OFFSET = LINE_DATA_WORDS * WORD_BYTES;
+    /** Lines in one group: a warp of 32 lanes x 16 bytes stores 4 whole lines. */
+    public static final int LINES_PER_GROUP = 4;
+    /** Most line groups in one row. */
+    public static final int MAX_GROUPS = 32;
+    /** Most bytes of data in one row slice (head_dim x element size): 32 groups x 4 lines x 15 words x 8 bytes. */
+    public static final int MAX_ROW_DATA_BYTES = MAX_GROUPS * LINES_PER_GROUP * LINE_DATA_BYTES;
+    /** A row slice's bytes must be a multiple of this (the kernel moves 16-byte parts). */
+    public static final int ROW_DATA_GRANULE = 16;
+    /** A row slice must start at a multiple of this many bytes (the kernel loads 8-byte words). */
+    public static final int ROW_ALIGNMENT = 8;
+
+    /** Bytes in one LSE line. */
+    public static final int LSE_LINE_BYTES = 16;
+    /** Byte offset of the LSE value (fp32 bits) in an LSE line. */
+    public static final int LSE_VALUE_OFFSET = 0;
+    /** Byte offset of the first flag copy in an LSE line. */
+    public static final int LSE_FLAG1_OFFSET = 4;
+    /** Byte offset of the zero word in an LSE line. */
+    public static final int LSE_ZERO_OFFSET = 8;
+    /** Byte offset of the second flag copy in an LSE line. */
+    public static final int LSE_FLAG2_OFFSET = 12;
+
+    /** High word of every data-line flag: "LL12". */
+    public static final long FLAG_TAG = 0x4C4C3132_00000000L;
+
+    /** Receive warps poll sources in batches of this many (cp up to 64 in 8 batches). */
+    public static final int SOURCE_BATCH = 8;
+    /** Threads in one block of the kernel (4 warps). */
+    public static final int BLOCK_THREADS = 128;
+
+    /** The slot a call with this epoch uses. */
+    public static int slot(int epoch) {
+        return epoch & 1;
+    }
+
+    /** The flag word of every data line of the call with this epoch: the tag | u32(epoch + 1); never zero. */
+    public static long dataFlag(int epoch) {
+        return FLAG_TAG | Integer.toUnsignedLong(epoch + 1);
+    }
+
+    /** The flag of every LSE line of the call with this epoch: epoch + 1, or 1 where that wraps to 0. */
+    public static int lseFlag(int epoch) {
+        int flag = epoch + 1;
+        return flag == 0 ? 1 : flag;
+    }
+}

@@ -1,0 +1,94 @@
+package io.github.dcp4j.layout;
+
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.lang.invoke.VarHandle;
+import java.nio.ByteOrder;
+
+/**
+ * The protocol's line operations on host memory, with the memory order in each name (as Agrona's
+ * {@code putLongRelease} / {@code getLongAcquire}). A CPU store of 128 bytes is not atomic, so where the GPU writes a
+ * whole line in one warp store, the host writes the data words first and the flag word last with release semantics;
+ * a reader that sees the flag with acquire semantics then sees the whole line.
+ */
+public final class Ll128Lines {
+    private Ll128Lines() {
+    }
+
+    private static final ValueLayout.OfLong WORD = ValueLayout.JAVA_LONG.withOrder(ByteOrder.LITTLE_ENDIAN);
+    private static final ValueLayout.OfInt U32 = ValueLayout.JAVA_INT.withOrder(ByteOrder.LITTLE_ENDIAN);
+    private static final VarHandle WORD_HANDLE = WORD.varHandle();
+    private static final VarHandle U32_HANDLE = U32.varHandle();
+
+    /**
+     * Writes one data line at {@code line}: {@code dataBytes} (at most 120) bytes from {@code src}, zeros up to the
+     * flag word, then {@code flag}, release-stored last.
+     */
+    public static void putDataLineRelease(MemorySegment workspace, long line, MemorySegment src, long srcOffset,
+                                          int dataBytes, long flag) {
+        MemorySegment.copy(src, srcOffset, workspace, line, dataBytes);
+        if (dataBytes < Ll128.LINE_DATA_BYTES) {
+            workspace.asSlice(line + dataBytes, Ll128.LINE_DATA_BYTES - dataBytes).fill((byte) 0);
+        }
+        WORD_HANDLE.setRelease(workspace, line + Ll128.LINE_FLAG_OFFSET, flag);
+    }
+
+    /** The flag word of the data line at {@code line}, acquire-loaded: the line's data is visible once it matches. */
+    public static long getDataFlagAcquire(MemorySegment workspace, long line) {
+        return (long) WORD_HANDLE.getAcquire(workspace, line + Ll128.LINE_FLAG_OFFSET);
+    }
+
+    /** Data word {@code word} (0..14) of the line at {@code line}. */
+    public static long getDataWord(MemorySegment workspace, long line, int word) {
+        return workspace.get(WORD, line + (long) word * Ll128.WORD_BYTES);
+    }
+
+    /** Zeroes the flag of a consumed data line (plain store: the epoch's release store publishes it). */
+    public static void clearDataFlag(MemorySegment workspace, long line) {
+        workspace.set(WORD, line + Ll128.LINE_FLAG_OFFSET, 0L);
+    }
+
+    /** Writes the LSE line at {@code line}: {lse bits, flag, 0, flag}, the second flag release-stored last. */
+    public static void putLseLineRelease(MemorySegment workspace, long line, int lseBits, int flag) {
+        workspace.set(U32, line + Ll128.LSE_VALUE_OFFSET, lseBits);
+        workspace.set(U32, line + Ll128.LSE_ZERO_OFFSET, 0);
+        workspace.set(U32, line + Ll128.LSE_FLAG1_OFFSET, flag);
+        U32_HANDLE.setRelease(workspace, line + Ll128.LSE_FLAG2_OFFSET, flag);
+    }
+
+    /** True when both flags of the LSE line at {@code line} equal {@code flag} (the second acquire-loaded first). */
+    public static boolean isLseLineReadyAcquire(MemorySegment workspace, long line, int flag) {
+        return (int) U32_HANDLE.getAcquire(workspace, line + Ll128.LSE_FLAG2_OFFSET) == flag
+                && workspace.get(U32, line + Ll128.LSE_FLAG1_OFFSET) == flag;
+    }
+
+    /** The fp32 bits an LSE line carries. */
+    public static int getLseBits(MemorySegment workspace, long line) {
+        return workspace.get(U32, line + Ll128.LSE_VALUE_OFFSET);
+    }
+
+    /** Zeroes a consumed LSE line (all four words, as the kernel's v4 store of zeros). */
+    public static void clearLseLine(MemorySegment workspace, long line) {
+        workspace.asSlice(line, Ll128.LSE_LINE_BYTES).fill((byte) 0);
+    }
+
+    /** The rank's call counter, acquire-loaded. */
+    public static int getEpochAcquire(MemorySegment workspace) {
+        return (int) U32_HANDLE.getAcquire(workspace, (long) Ll128.EPOCH_OFFSET);
+    }
+
+    /** Sets the rank's call counter, release-stored (the white-box tests force it, as upstream writes ws[:4]). */
+    public static void putEpochRelease(MemorySegment workspace, int epoch) {
+        U32_HANDLE.setRelease(workspace, (long) Ll128.EPOCH_OFFSET, epoch);
+    }
+
+    /** Counts one finished receiver; returns the count before. */
+    public static int getAndAddFinished(MemorySegment workspace) {
+        return (int) U32_HANDLE.getAndAdd(workspace, (long) Ll128.FINISHED_OFFSET, 1);
+    }
+
+    /** Resets the finished-receiver count to zero. */
+    public static void clearFinished(MemorySegment workspace) {
+        U32_HANDLE.setRelease(workspace, (long) Ll128.FINISHED_OFFSET, 0);
+    }
+}

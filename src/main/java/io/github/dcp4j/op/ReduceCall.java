@@ -1,0 +1,197 @@
+package io.github.dcp4j.op;
+
+import io.github.dcp4j.layout.Ll128;
+import io.github.dcp4j.layout.RowLayout;
+
+import java.util.Arrays;
+import java.util.Objects;
+
+/**
+ * One rank's validated arguments: everything an engine needs, with the row addressing worked out. Only
+ * {@link #validate} makes one, so an engine never sees an argument that breaks the op's contract.
+ *
+ * <p>Rows: every point of the leading shape of {@code partial_o [..., cp, D]} is one reduction row. A 4-D
+ * {@code [T, H, cp, D]} view may have any strides whose last one is 1 (row = t x H + h); other ranks are contiguous
+ * and flattened to {@code [rows, cp, D]}. The output is {@code [rows, D]}, contiguous.
+ *
+ * @param partialO   {@code [..., cp, D]} fp16 or bf16
+ * @param partialLse {@code [..., cp]} fp32, leading dims equal to partialO's
+ * @param out        {@code [rows, D]} contiguous, dtype of partialO
+ * @param cpRank     this rank
+ * @param cpSize     ranks in the group
+ * @param mode       base of the LSEs
+ * @param row        the row slice's layout
+ * @param rows       reduction rows (T x H)
+ * @param heads      H: rows per token (1 where partialO is not 4-D)
+ * @param oStrides   element strides of partialO along (token, head, peer)
+ * @param lseStrides element strides of partialLse along (token, head, peer)
+ */
+public record ReduceCall(TensorView partialO, TensorView partialLse, TensorView out, int cpRank, int cpSize,
+                         LseMode mode, RowLayout row, int rows, int heads, long[] oStrides, long[] lseStrides) {
+
+    public ReduceCall {
+        oStrides = oStrides.clone();
+        lseStrides = lseStrides.clone();
+    }
+
+    @Override
+    public long[] oStrides() {
+        return oStrides.clone();
+    }
+
+    @Override
+    public long[] lseStrides() {
+        return lseStrides.clone();
+    }
+
+    public int headDim() {
+        return row.headDim();
+    }
+
+    public DType dtype() {
+        return row.dtype();
+    }
+
+    /** Element index (in partialO's memory) of the first element of {@code partial_o[row, peer, :]}. */
+    public long sliceElement(int rowIndex, int peer) {
+        int t = rowIndex / heads;
+        int h = rowIndex - t * heads;
+        return partialO.offset() + t * oStrides[0] + h * oStrides[1] + peer * oStrides[2];
+    }
+
+    /** Element index (in partialLse's memory) of {@code partial_lse[row, peer]}. */
+    public long lseElement(int rowIndex, int peer) {
+        int t = rowIndex / heads;
+        int h = rowIndex - t * heads;
+        return partialLse.offset() + t * lseStrides[0] + h * lseStrides[1] + peer * lseStrides[2];
+    }
+
+    /** Element index (in out's memory) of {@code out[row, 0]}. */
+    public long outElement(int rowIndex) {
+        return out.offset() + (long) rowIndex * row.headDim();
+    }
+
+    /** The output shape for {@code partialO}'s shape: leading dims flattened, then head_dim. */
+    public static long[] outputShape(TensorView partialO) {
+        long[] s = partialO.shape();
+        long rows = 1;
+        for (int i = 0; i < s.length - 2; i++) {
+            rows *= s[i];
+        }
+        return new long[] {rows, s[s.length - 1]};
+    }
+
+    /**
+     * Checks every argument against the op's contract, in the order upstream does, and returns the call. Each error
+     * names the argument, its value and what is allowed; dtype errors are {@link DTypeException}s. Nothing is read
+     * from or written to any memory here.
+     */
+    public static ReduceCall validate(TensorView partialO, TensorView partialLse, TensorView out, int cpRank,
+                                      int cpSize, LseMode mode) {
+        Objects.requireNonNull(partialO, "partial_o");
+        Objects.requireNonNull(partialLse, "partial_lse");
+        Objects.requireNonNull(out, "out");
+        Objects.requireNonNull(mode, "lse_mode must be 'base2' or 'basee'; got null");
+        if (cpSize < 1 || cpSize > Ll128.MAX_RANKS) {
+            throw new IllegalArgumentException("cp_size must be in [1, " + Ll128.MAX_RANKS + "]; got " + cpSize);
+        }
+        if (cpRank < 0 || cpRank >= cpSize) {
+            throw new IllegalArgumentException("cp_rank must be in [0, " + cpSize + "); got " + cpRank);
+        }
+        DType dtype = DType.requireHalf("partial_o", partialO.dtype());
+        if (partialLse.dtype() != DType.FP32) {
+            throw new DTypeException("partial_lse dtype must be fp32; got " + partialLse.dtype());
+        }
+        int rank = partialO.rank();
+        long[] oShape = partialO.shape();
+        if (rank < 3) {
+            throw new IllegalArgumentException("partial_o must be [..., cp_size, head_dim] with >= 3 dims; got shape "
+                    + Arrays.toString(oShape));
+        }
+        if (oShape[rank - 2] != cpSize) {
+            throw new IllegalArgumentException("partial_o cp axis (dim " + (rank - 2) + ") must equal cp_size "
+                    + cpSize + "; got shape " + Arrays.toString(oShape));
+        }
+        long headDimLong = oShape[rank - 1];
+        if (headDimLong > Integer.MAX_VALUE) {
+            throw new IllegalArgumentException("head_dim must fit in an int; got " + headDimLong);
+        }
+        RowLayout row = RowLayout.of((int) headDimLong, dtype);
+        long[] lseShape = partialLse.shape();
+        long[] expectedLse = Arrays.copyOf(oShape, rank - 1);
+        if (!Arrays.equals(lseShape, expectedLse)) {
+            throw new IllegalArgumentException("partial_lse shape must be partial_o's leading dims + cp_size, "
+                    + Arrays.toString(expectedLse) + "; got " + Arrays.toString(lseShape));
+        }
+        if (partialO.stride(rank - 1) != 1 && row.headDim() > 1) {
+            throw new IllegalArgumentException("partial_o last dimension must be contiguous (stride 1); got strides "
+                    + Arrays.toString(partialO.strides()));
+        }
+        long rowsLong = 1;
+        for (int i = 0; i < rank - 2; i++) {
+            rowsLong *= oShape[i];
+        }
+        if (rowsLong == 0) {
+            throw new IllegalArgumentException("partial_o has zero rows (shape " + Arrays.toString(oShape)
+                    + "); zero-token inputs are not supported: skip the call on every rank");
+        }
+        if (rowsLong > Integer.MAX_VALUE) {
+            throw new IllegalArgumentException("partial_o rows must be at most " + Integer.MAX_VALUE + "; got "
+                    + rowsLong);
+        }
+        int rows = (int) rowsLong;
+        long[] oStrides;
+        long[] lseStrides;
+        int heads;
+        if (rank == 4) {
+            heads = (int) oShape[1];
+            oStrides = new long[] {partialO.stride(0), partialO.stride(1), partialO.stride(2)};
+            lseStrides = new long[] {partialLse.stride(0), partialLse.stride(1), partialLse.stride(2)};
+        } else {
+            if (!partialO.isContiguous()) {
+                throw new IllegalArgumentException("partial_o must be contiguous unless it is 4-D [T, H, cp, D];"
+                        + " got shape " + Arrays.toString(oShape) + " strides " + Arrays.toString(partialO.strides()));
+            }
+            if (!partialLse.isContiguous()) {
+                throw new IllegalArgumentException("partial_lse must be contiguous unless it is 3-D [T, H, cp];"
+                        + " got shape " + Arrays.toString(lseShape) + " strides "
+                        + Arrays.toString(partialLse.strides()));
+            }
+            heads = 1;
+            oStrides = new long[] {(long) cpSize * row.headDim(), 0, row.headDim()};
+            lseStrides = new long[] {cpSize, 0, 1};
+        }
+        long[] rowSizes = rank == 4 ? new long[] {oShape[0], oShape[1], oShape[2]} : new long[] {rows, 1, cpSize};
+        requireRowAlignment(partialO, rowSizes, oStrides);
+        long[] outShape = {rows, row.headDim()};
+        if (out.dtype() != dtype) {
+            throw new DTypeException("out dtype must be partial_o's, " + dtype + "; got " + out.dtype());
+        }
+        if (!Arrays.equals(out.shape(), outShape) || !out.isContiguous()) {
+            throw new IllegalArgumentException("out must be contiguous " + Arrays.toString(outShape) + "; got shape "
+                    + Arrays.toString(out.shape()) + " strides " + Arrays.toString(out.strides()));
+        }
+        return new ReduceCall(partialO, partialLse, out, cpRank, cpSize, mode, row, rows, heads, oStrides,
+                lseStrides);
+    }
+
+    /** Row starts are offset + t x s0 + h x s1 + p x s2 for every index within {@code sizes}: all 8-byte aligned. */
+    private static void requireRowAlignment(TensorView partialO, long[] sizes, long[] rowStrides) {
+        int elem = partialO.dtype().bytes();
+        long alignment = Ll128.ROW_ALIGNMENT;
+        boolean aligned = partialO.offset() * elem % alignment == 0
+                && (!partialO.memory().isNative() || partialO.memory().address() % alignment == 0);
+        for (int i = 0; i < 3; i++) {
+            if (sizes[i] > 1 && rowStrides[i] * elem % alignment != 0) {
+                aligned = false;
+            }
+        }
+        if (!aligned) {
+            throw new IllegalArgumentException("every row of partial_o must start " + alignment + "-byte aligned;"
+                    + " got offset " + partialO.offset() + " and strides " + Arrays.toString(partialO.strides())
+                    + " in elements of " + elem + " bytes"
+                    + (partialO.memory().isNative() ? " at address 0x" + Long.toHexString(partialO.memory().address())
+                    : ""));
+        }
+    }
+}

@@ -1,0 +1,228 @@
+package io.github.dcp4j.cli;
+
+import io.github.dcp4j.Tensors;
+import io.github.dcp4j.io.RawSafeTensors;
+import io.github.dcp4j.io.SafeTensors;
+import io.github.dcp4j.op.DType;
+import io.github.dcp4j.op.LseMode;
+import io.github.dcp4j.op.TensorView;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+import org.junit.jupiter.params.provider.ValueSource;
+
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.lang.foreign.Arena;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.SequencedMap;
+import java.util.SplittableRandom;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+class CliTest {
+    @TempDir
+    Path dir;
+
+    record Result(int exitCode, String out, String err) {
+    }
+
+    static Result run(String... args) {
+        StringWriter out = new StringWriter();
+        StringWriter err = new StringWriter();
+        int code = Main.run(args, new PrintWriter(out, true), new PrintWriter(err, true));
+        return new Result(code, out.toString(), err.toString());
+    }
+
+    @Test
+    void workspaceSizePrintsTheByteCountAloneOnItsLine() {
+        Result r = run("workspace-size", "--max-tokens", "8", "--local-heads", "2", "--cp", "4", "--head-dim", "128",
+                "--dtype", "bf16");
+        assertEquals(0, r.exitCode(), r.err());
+        assertEquals("51328" + System.lineSeparator(), r.out());
+    }
+
+    @Test
+    void workspaceSizeRejectsBadArgumentsWithAMessage() {
+        Result r = run("workspace-size", "--max-tokens", "8", "--local-heads", "2", "--cp", "65", "--head-dim", "128",
+                "--dtype", "bf16");
+        assertEquals(1, r.exitCode());
+        assertTrue(r.err().contains("cp_size must be in [1, 64]; got 65"), r.err());
+        Result dtype = run("workspace-size", "--max-tokens", "8", "--local-heads", "2", "--cp", "4", "--head-dim",
+                "128", "--dtype", "fp32");
+        assertEquals(2, dtype.exitCode(), "a usage error");
+        assertTrue(dtype.err().contains("dtype must be bf16 or fp16; got 'fp32'"), dtype.err());
+        Result missing = run("workspace-size", "--max-tokens", "8");
+        assertEquals(2, missing.exitCode());
+        assertTrue(missing.err().contains("Missing required options"), missing.err());
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"", "workspace-size", "reduce"})
+    void everyCommandHasHelp(String command) {
+        Result r = command.isEmpty() ? run("--help") : run(command, "--help");
+        assertEquals(0, r.exitCode(), r.err());
+        assertTrue(r.out().contains("Usage: dcp4j" + (command.isEmpty() ? "" : " " + command)), r.out());
+    }
+
+    @Test
+    void mainJobPrintsAVerifiedTable() {
+        Result r = run("--batches", "1,2", "--seconds", "0.05");
+        assertEquals(0, r.exitCode(), r.err());
+        String[] lines = r.out().strip().split("\\R");
+        assertEquals(3, lines.length, r.out());
+        assertTrue(lines[0].matches("engine\\s+batch\\s+max rel err\\s+us/call \\(med\\)\\s+calls"), lines[0]);
+        for (int i = 1; i < 3; i++) {
+            String[] cells = lines[i].trim().split("\\s+");
+            assertEquals("cpu", cells[0]);
+            assertEquals(String.valueOf(i), cells[1]);
+            double err = Double.parseDouble(cells[2]);
+            assertTrue(err > 0 && err < 1e-2, "bf16 rounding shows, within tolerance: " + err);
+            assertTrue(Double.parseDouble(cells[3]) > 0);
+        }
+        assertTrue(r.err().contains("engine: cpu"), r.err());
+        assertTrue(r.err().contains("matches the fp64 oracle"), r.err());
+    }
+
+    /** Writes a reduce input: partial_o.r and partial_lse.r for every rank, with empty, NaN and +inf rows. */
+    static Tensors.Group writeInput(Path file, Arena arena, int tokens, int heads, int cp, int headDim, DType dtype,
+                                    long seed) throws IOException {
+        Tensors.Group g = Tensors.packed(arena, new SplittableRandom(seed), tokens, heads, cp, headDim, dtype, 4.0);
+        for (int r = 0; r < cp; r++) {
+            Tensors.setLseRow(g, r, 0, 0, Float.NEGATIVE_INFINITY);
+        }
+        if (tokens > 1) {
+            Tensors.setLseRow(g, 0, 1, 0, Float.NaN);
+            Tensors.setLseRow(g, cp - 1, 1, heads - 1, Float.POSITIVE_INFINITY);
+        }
+        SequencedMap<String, TensorView> m = new LinkedHashMap<>();
+        for (int r = 0; r < cp; r++) {
+            m.put("partial_o." + r, g.partialO().get(r));
+            m.put("partial_lse." + r, g.partialLse().get(r));
+        }
+        SafeTensors.write(file, m);
+        return g;
+    }
+
+    @ParameterizedTest(name = "cp {0} {1} {2}")
+    @CsvSource({"1,BF16,base2", "2,FP16,basee", "4,BF16,basee", "8,FP16,base2", "64,BF16,base2"})
+    void reduceMatchesTheExactMergeForEveryRank(int cp, DType dtype, String mode) throws IOException {
+        Path in = dir.resolve("in.safetensors");
+        Path out = dir.resolve("out.safetensors");
+        try (Arena arena = Arena.ofShared()) {
+            Tensors.Group g = writeInput(in, arena, 3, 2, cp, 64, dtype, cp);
+            Result r = run("reduce", "--input", in.toString(), "--output", out.toString(), "--lse-mode", mode);
+            assertEquals(0, r.exitCode(), r.err());
+            SafeTensors.Contents result = SafeTensors.read(out, arena);
+            assertEquals(cp, result.tensors().size());
+            for (int rank = 0; rank < cp; rank++) {
+                TensorView o = result.tensors().get("out." + rank);
+                assertEquals(dtype, o.dtype());
+                assertArrayEquals(new long[] {6, 64}, o.shape());
+                assertArrayEquals(Tensors.exact(arena, g, rank, LseMode.parse(mode)), Tensors.bits(o),
+                        "rank " + rank);
+            }
+        }
+    }
+
+    private void rejectedFile(byte[] content, String mention) throws IOException {
+        Path in = dir.resolve("in.safetensors");
+        Path out = dir.resolve("out.safetensors");
+        Files.write(in, content);
+        Result r = run("reduce", "--input", in.toString(), "--output", out.toString());
+        assertEquals(1, r.exitCode(), r.err());
+        assertTrue(r.err().contains(mention), "'" + r.err() + "' should mention '" + mention + "'");
+        assertFalse(r.err().contains("\tat "), "a clear message, no stack trace: " + r.err());
+        assertEquals(List.of(in), Files.list(dir).toList(), "no output file is left behind");
+    }
+
+    @Test
+    void reduceRejectsAFileThatIsNotSafetensors() throws IOException {
+        rejectedFile("hello, this is not a tensor file".getBytes(), "header length");
+    }
+
+    @Test
+    void reduceRejectsATruncatedFile() throws IOException {
+        Path tmp = dir.resolve("whole.bin");
+        try (Arena arena = Arena.ofShared()) {
+            writeInput(tmp, arena, 2, 2, 2, 64, DType.BF16, 1);
+        }
+        byte[] whole = Files.readAllBytes(tmp);
+        Files.delete(tmp);
+        rejectedFile(java.util.Arrays.copyOf(whole, whole.length - 10), "tensors cover");
+    }
+
+    @Test
+    void reduceRejectsMissingTensors() throws IOException {
+        rejectedFile(RawSafeTensors.file(
+                "{\"partial_o.0\":{\"dtype\":\"BF16\",\"shape\":[1,1,1,8],\"data_offsets\":[0,16]}}", new byte[16]),
+                "tensor 'partial_lse.0' is missing");
+        rejectedFile(RawSafeTensors.file("{}", new byte[0]), "no partial_o.<r> tensor");
+    }
+
+    @Test
+    void reduceRejectsARankOutsideTheGroup() throws IOException {
+        rejectedFile(RawSafeTensors.file(
+                "{\"partial_o.1\":{\"dtype\":\"BF16\",\"shape\":[1,1,1,8],\"data_offsets\":[0,16]},"
+                        + "\"partial_lse.0\":{\"dtype\":\"F32\",\"shape\":[1,1,1],\"data_offsets\":[16,20]}}",
+                new byte[20]), "ranks must be numbered 0..0");
+    }
+
+    @Test
+    void reduceRejectsWrongDtypes() throws IOException {
+        rejectedFile(RawSafeTensors.file(
+                "{\"partial_o.0\":{\"dtype\":\"BF16\",\"shape\":[1,1,1,8],\"data_offsets\":[0,16]},"
+                        + "\"partial_lse.0\":{\"dtype\":\"F16\",\"shape\":[1,1,1],\"data_offsets\":[16,18]}}",
+                new byte[18]), "'partial_lse.0' has dtype F16; must be F32");
+        rejectedFile(RawSafeTensors.file(
+                "{\"partial_o.0\":{\"dtype\":\"I16\",\"shape\":[1,1,1,8],\"data_offsets\":[0,16]},"
+                        + "\"partial_lse.0\":{\"dtype\":\"F32\",\"shape\":[1,1,1],\"data_offsets\":[16,20]}}",
+                new byte[20]), "'partial_o.0' has dtype I16; must be F16 or BF16");
+    }
+
+    @Test
+    void reduceRejectsRanksThatDisagree() throws IOException {
+        rejectedFile(RawSafeTensors.file(
+                "{\"partial_o.0\":{\"dtype\":\"BF16\",\"shape\":[1,1,2,8],\"data_offsets\":[0,32]},"
+                        + "\"partial_o.1\":{\"dtype\":\"BF16\",\"shape\":[2,1,2,8],\"data_offsets\":[32,96]},"
+                        + "\"partial_lse.0\":{\"dtype\":\"F32\",\"shape\":[1,1,2],\"data_offsets\":[96,104]},"
+                        + "\"partial_lse.1\":{\"dtype\":\"F32\",\"shape\":[2,1,2],\"data_offsets\":[104,120]}}",
+                new byte[120]), "partial_o.1 is BF16 [2, 1, 2, 8]; every rank must match partial_o.0");
+    }
+
+    @Test
+    void reduceRejectsABadHeadDim() throws IOException {
+        rejectedFile(RawSafeTensors.file(
+                "{\"partial_o.0\":{\"dtype\":\"BF16\",\"shape\":[1,1,1,7],\"data_offsets\":[0,14]},"
+                        + "\"partial_lse.0\":{\"dtype\":\"F32\",\"shape\":[1,1,1],\"data_offsets\":[14,18]}}",
+                new byte[18]), "multiple of 16 bytes");
+    }
+
+    @Test
+    void reduceRejectsAMissingInputFile() {
+        Result r = run("reduce", "--input", dir.resolve("nope.safetensors").toString(), "--output",
+                dir.resolve("out.safetensors").toString());
+        assertEquals(1, r.exitCode());
+        assertTrue(r.err().contains("no such file"), r.err());
+    }
+
+    @Test
+    void reduceRejectsAnUnknownLseMode() throws IOException {
+        Path in = dir.resolve("in.safetensors");
+        try (Arena arena = Arena.ofShared()) {
+            writeInput(in, arena, 1, 1, 2, 64, DType.BF16, 3);
+        }
+        Result r = run("reduce", "--input", in.toString(), "--output", dir.resolve("o.safetensors").toString(),
+                "--lse-mode", "base10");
+        assertEquals(2, r.exitCode());
+        assertTrue(r.err().contains("lse_mode must be 'base2' or 'basee'; got 'base10'"), r.err());
+    }
+}

@@ -1,0 +1,80 @@
+package io.github.dcp4j.layout;
+
+import io.github.dcp4j.op.DType;
+import org.junit.jupiter.api.Test;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteOrder;
+import java.util.SplittableRandom;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** Line packing round trips, checked byte by byte against the diagram in {@link Ll128}. */
+class Ll128LinesTest {
+    private static final ValueLayout.OfLong LE_LONG = ValueLayout.JAVA_LONG_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+    private static final ValueLayout.OfInt LE_INT = ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+
+    @Test
+    void everyAllowedHeadDimPacksIntoLinesAndBack() {
+        SplittableRandom random = new SplittableRandom(11);
+        try (Arena arena = Arena.ofConfined()) {
+            for (int headDim = 8; headDim * 2 <= Ll128.MAX_ROW_DATA_BYTES; headDim += 8) {
+                RowLayout row = RowLayout.of(headDim, DType.BF16);
+                MemorySegment src = arena.allocate(row.dataBytes(), 8);
+                for (long i = 0; i < src.byteSize(); i++) {
+                    src.set(ValueLayout.JAVA_BYTE, i, (byte) random.nextInt());
+                }
+                MemorySegment lines = arena.allocate(row.dataLineBytes(), Ll128.LINE_BYTES);
+                for (long i = 0; i < lines.byteSize(); i++) {
+                    lines.set(ValueLayout.JAVA_BYTE, i, (byte) 0xA5); // stale bytes the packing must overwrite
+                }
+                long flag = Ll128.dataFlag(random.nextInt());
+                for (int line = 0; line < row.dataLines(); line++) {
+                    int offset = line * Ll128.LINE_DATA_BYTES;
+                    Ll128Lines.putDataLineRelease(lines, (long) line * Ll128.LINE_BYTES, src, offset,
+                            Math.min(Ll128.LINE_DATA_BYTES, row.dataBytes() - offset), flag);
+                }
+                for (int line = 0; line < row.dataLines(); line++) {
+                    long base = (long) line * Ll128.LINE_BYTES;
+                    for (int k = 0; k < Ll128.LINE_DATA_WORDS; k++) {
+                        int j = line * 15 + k; // the row's data word j lives in line j / 15, word j % 15
+                        long expected = j < row.dataWords() ? src.get(LE_LONG, 8L * j) : 0L;
+                        assertEquals(expected, lines.get(LE_LONG, base + 8L * k),
+                                "head_dim " + headDim + " line " + line + " word " + k);
+                        assertEquals(expected, Ll128Lines.getDataWord(lines, base, k));
+                    }
+                    assertEquals(flag, lines.get(LE_LONG, base + 120), "flag is word 15 (bytes 120..127)");
+                    assertEquals(flag, Ll128Lines.getDataFlagAcquire(lines, base));
+                    Ll128Lines.clearDataFlag(lines, base);
+                    assertEquals(0L, lines.get(LE_LONG, base + 120), "a consumed flag reads zero");
+                }
+            }
+        }
+    }
+
+    @Test
+    void lseLineIsValueFlagZeroFlag() {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment line = arena.allocate(16, 16);
+            line.fill((byte) 0x5A);
+            int bits = Float.floatToRawIntBits(-3.25f);
+            Ll128Lines.putLseLineRelease(line, 0, bits, 0x1234);
+            assertEquals(bits, line.get(LE_INT, 0));
+            assertEquals(0x1234, line.get(LE_INT, 4));
+            assertEquals(0, line.get(LE_INT, 8));
+            assertEquals(0x1234, line.get(LE_INT, 12));
+            assertTrue(Ll128Lines.isLseLineReadyAcquire(line, 0, 0x1234));
+            assertFalse(Ll128Lines.isLseLineReadyAcquire(line, 0, 0x1235), "another call's flag never matches");
+            line.set(LE_INT, 4, 0);
+            assertFalse(Ll128Lines.isLseLineReadyAcquire(line, 0, 0x1234), "both flag copies must match");
+            Ll128Lines.clearLseLine(line, 0);
+            for (int i = 0; i < 4; i++) {
+                assertEquals(0, line.get(LE_INT, 4L * i));
+            }
+        }
+    }
+}
