@@ -56,16 +56,26 @@ public final class DcpLseReduce {
     public static ReduceCall validate(TensorView partialO, TensorView partialLse, TensorView out,
                                       RankWorkspace workspace, int cpRank, int cpSize, LseMode mode) {
         Objects.requireNonNull(workspace, "workspace");
+        return validate(partialO, partialLse, out, workspace.cpSize(), workspace.rank(), workspace.byteSize(), cpRank,
+                cpSize, mode);
+    }
+
+    /**
+     * Every check of one rank's call against a workspace of {@code workspaceBytes} that belongs to rank
+     * {@code workspaceRank} of a group of {@code workspaceCpSize}; nothing is read or written.
+     */
+    public static ReduceCall validate(TensorView partialO, TensorView partialLse, TensorView out, int workspaceCpSize,
+                                      int workspaceRank, long workspaceBytes, int cpRank, int cpSize, LseMode mode) {
         ReduceCall call = ReduceCall.validate(partialO, partialLse, out, cpRank, cpSize, mode);
-        if (workspace.cpSize() != cpSize) {
-            throw new IllegalArgumentException("cp_size must match the workspace group's size "
-                    + workspace.cpSize() + "; got " + cpSize);
+        if (workspaceCpSize != cpSize) {
+            throw new IllegalArgumentException("cp_size must match the workspace group's size " + workspaceCpSize
+                    + "; got " + cpSize);
         }
-        if (workspace.rank() != cpRank) {
-            throw new IllegalArgumentException("cp_rank must be the workspace's rank " + workspace.rank() + "; got "
+        if (workspaceRank != cpRank) {
+            throw new IllegalArgumentException("cp_rank must be the workspace's rank " + workspaceRank + "; got "
                     + cpRank);
         }
-        WorkspaceLayout layout = WorkspaceLayout.forWorkspace(workspace.byteSize(), cpSize, call.row());
+        WorkspaceLayout layout = WorkspaceLayout.forWorkspace(workspaceBytes, cpSize, call.row());
         if (call.rows() > layout.maxRows()) {
             throw new IllegalArgumentException("partial_o has " + call.rows() + " rows; the workspace holds at most "
                     + layout.maxRows() + " (max_tokens x local_heads it was sized for)");

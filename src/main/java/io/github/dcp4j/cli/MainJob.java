@@ -1,6 +1,6 @@
 package io.github.dcp4j.cli;
 
-import io.github.dcp4j.engine.cpu.CpuEngine;
+import io.github.dcp4j.engine.LocalGroup;
 import io.github.dcp4j.op.DType;
 import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.ReduceCall;
@@ -12,6 +12,7 @@ import picocli.CommandLine.Option;
 
 import java.io.PrintWriter;
 import java.lang.foreign.Arena;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
@@ -29,6 +30,7 @@ final class MainJob {
     /** Largest relative error (L2 norm, against fp64) a bf16 output may have. */
     static final double TOLERANCE = 1e-2;
     private static final int WARMUP_CALLS = 3;
+    private static final Duration TIMEOUT = Duration.ofSeconds(10);
     /** Warm-up time before timing, so that the JIT has compiled the hot paths. */
     private static final long WARMUP_NANOS = 500_000_000L;
     private static final int MIN_CALLS = 5;
@@ -53,13 +55,13 @@ final class MainJob {
         }
         err.printf("dcp4j main job: DeepSeek-V2 decode shape, cp %d, %d local heads, head_dim %d, %s, lse %s,"
                 + " strided input%n", CP, LOCAL_HEADS, HEAD_DIM, DTYPE.name().toLowerCase(), MODE);
-        err.printf("engine: %s (%d ranks as platform threads on %d cores; this build has no GPU engine)%n",
-                CpuEngine.NAME, CP, Runtime.getRuntime().availableProcessors());
+        Engines choice = Engines.auto;
+        err.printf("engine: %s (%s)%n", choice.resolve(), choice.reason());
         out.printf("%-7s %6s %13s %14s %7s%n", "engine", "batch", "max rel err", "us/call (med)", "calls");
         boolean allPass = true;
         for (int batch : batches) {
-            Row row = runBatch(batch, err);
-            out.printf("%-7s %6d %13.3e %14.1f %7d%n", CpuEngine.NAME, batch, row.maxRelativeError, row.medianMicros,
+            Row row = runBatch(choice, batch, err);
+            out.printf("%-7s %6d %13.3e %14.1f %7d%n", row.engine, batch, row.maxRelativeError, row.medianMicros,
                     row.calls);
             out.flush();
             allPass &= row.maxRelativeError <= TOLERANCE;
@@ -72,14 +74,14 @@ final class MainJob {
         return 0;
     }
 
-    private record Row(double maxRelativeError, double medianMicros, int calls) {
+    private record Row(String engine, double maxRelativeError, double medianMicros, int calls) {
     }
 
-    private Row runBatch(int batch, PrintWriter err) {
+    private Row runBatch(Engines choice, int batch, PrintWriter err) {
         err.printf("batch %d: generating inputs%n", batch);
         err.flush();
         WorkspaceSpec spec = new WorkspaceSpec(batch, LOCAL_HEADS, CP, HEAD_DIM, DTYPE);
-        try (Arena arena = Arena.ofShared(); CpuEngine engine = CpuEngine.open(spec)) {
+        try (Arena arena = Arena.ofShared(); LocalGroup engine = choice.open(spec, TIMEOUT)) {
             SplittableRandom random = new SplittableRandom(2026L * 1_000_003 + batch);
             List<TensorView> partialO = new ArrayList<>();
             List<TensorView> partialLse = new ArrayList<>();
@@ -91,20 +93,23 @@ final class MainJob {
                 partialLse.add(in.partialLse());
                 outs.add(TensorView.allocate(arena, DTYPE, ReduceCall.outputShape(in.partialO())));
             }
-            err.printf("batch %d: timing%n", batch);
+            err.printf("batch %d: timing on %s%n", batch, engine.description());
             err.flush();
-            long start = System.nanoTime();
-            for (int i = 0; i < WARMUP_CALLS || System.nanoTime() - start < WARMUP_NANOS; i++) {
-                engine.reduceAll(partialO, partialLse, outs, MODE);
-            }
-            long budget = (long) (seconds * 1e9);
-            start = System.nanoTime();
             List<Long> samples = new ArrayList<>();
-            while (samples.size() < MIN_CALLS
-                    || (samples.size() < MAX_CALLS && System.nanoTime() - start < budget)) {
-                long t0 = System.nanoTime();
-                engine.reduceAll(partialO, partialLse, outs, MODE);
-                samples.add(System.nanoTime() - t0);
+            try (LocalGroup.PreparedCall call = engine.prepare(partialO, partialLse, outs, MODE)) {
+                long start = System.nanoTime();
+                for (int i = 0; i < WARMUP_CALLS || System.nanoTime() - start < WARMUP_NANOS; i++) {
+                    call.run();
+                }
+                long budget = (long) (seconds * 1e9);
+                start = System.nanoTime();
+                while (samples.size() < MIN_CALLS
+                        || (samples.size() < MAX_CALLS && System.nanoTime() - start < budget)) {
+                    long t0 = System.nanoTime();
+                    call.run();
+                    samples.add(System.nanoTime() - t0);
+                }
+                call.readOutputs();
             }
             err.printf("batch %d: checking %d ranks against the fp64 oracle%n", batch, CP);
             err.flush();
@@ -114,7 +119,7 @@ final class MainJob {
                 maxError = Math.max(maxError, e);
             }
             long[] sorted = samples.stream().mapToLong(Long::longValue).sorted().toArray();
-            return new Row(maxError, median(sorted) / 1e3, sorted.length);
+            return new Row(engine.engineName(), maxError, median(sorted) / 1e3, sorted.length);
         }
     }
 

@@ -1,6 +1,6 @@
 package io.github.dcp4j.cli;
 
-import io.github.dcp4j.engine.cpu.CpuEngine;
+import io.github.dcp4j.engine.LocalGroup;
 import io.github.dcp4j.io.SafeTensors;
 import io.github.dcp4j.io.SafeTensorsException;
 import io.github.dcp4j.op.DType;
@@ -33,9 +33,6 @@ import java.util.regex.Pattern;
 final class ReduceCommand implements java.util.concurrent.Callable<Integer> {
     private static final Pattern PARTIAL = Pattern.compile("partial_(o|lse)\\.(\\d+)");
 
-    /** Engines {@code reduce} can run on. */
-    enum Engine { cpu }
-
     @Option(names = "--input", required = true, paramLabel = "IN.safetensors", description = "Input file.")
     Path input;
 
@@ -46,8 +43,9 @@ final class ReduceCommand implements java.util.concurrent.Callable<Integer> {
             description = "Base of the LSEs: base2 (default) or basee.")
     LseMode lseMode;
 
-    @Option(names = "--engine", defaultValue = "cpu", description = "Engine: ${COMPLETION-CANDIDATES}.")
-    Engine engine;
+    @Option(names = "--engine", defaultValue = "cpu",
+            description = "Engine: cpu (default), cuda (the GPU, all ranks in loopback), or auto.")
+    Engines engine;
 
     @Option(names = "--timeout", defaultValue = "10s", converter = DurationConverter.class,
             description = "Longest wait for a peer's line, e.g. 500ms, 10s (default ${DEFAULT-VALUE}).")
@@ -71,7 +69,7 @@ final class ReduceCommand implements java.util.concurrent.Callable<Integer> {
             WorkspaceSpec ws = new WorkspaceSpec((int) shape[0], (int) shape[1], cp, (int) shape[3],
                     partialO.getFirst().dtype());
             List<TensorView> outs;
-            try (CpuEngine group = CpuEngine.open(ws, timeout)) {
+            try (LocalGroup group = engine.open(ws, timeout)) {
                 outs = group.reduceAll(partialO, partialLse, lseMode);
                 SequencedMap<String, TensorView> result = new LinkedHashMap<>();
                 for (int r = 0; r < cp; r++) {
@@ -81,7 +79,7 @@ final class ReduceCommand implements java.util.concurrent.Callable<Integer> {
             }
             spec.commandLine().getErr().printf("reduce: %d ranks x %d rows x head_dim %d (%s, %s) on engine %s -> %s%n",
                     cp, shape[0] * shape[1], shape[3], partialO.getFirst().dtype().name().toLowerCase(), lseMode,
-                    engine, output);
+                    engine.resolve(), output);
             return 0;
         }
     }

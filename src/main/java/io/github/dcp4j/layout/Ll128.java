@@ -7,10 +7,12 @@ package io.github.dcp4j.layout;
  * <pre>
  * Workspace: one per rank, the same size on every rank, 128-byte aligned, zeroed once at creation.
  *
- *   0           4              8                                                         128
- *   +-----------+--------------+--------------------------- ... ---------------------------+
- *   | epoch u32 | finished u32 | zero                                                      |  metadata
- *   +-----------+--------------+--------------------------- ... ---------------------------+
+ *   0           4              8             12           16        20         24                    128
+ *   +-----------+--------------+-------------+------------+---------+----------+------- ... -------+
+ *   | epoch u32 | finished u32 | timeout u32 | source u32 | row u32 | line u32 | zero              |  metadata
+ *   +-----------+--------------+-------------+------------+---------+----------+------- ... -------+
+ *   timeout: 0, or what a GPU wait that gave up was waiting for (TIMEOUT_DATA_LINE / TIMEOUT_LSE_LINE), with the
+ *   source rank, row and line (data line index, or group index of an LSE line) beside it.
  *   128 = PAYLOAD_OFFSET
  *   +-------------------------------------------------------------------------------------+
  *   | data lines  [slot 0..1][src 0..cp-1][row 0..maxRows-1][line 0..dataLines-1]  128 B   |
@@ -55,6 +57,18 @@ public final class Ll128 {
     public static final int EPOCH_OFFSET = 0;
     /** Byte offset of the u32 count of receivers (blocks) that finished the current call. */
     public static final int FINISHED_OFFSET = 4;
+    /** Byte offset of the u32 timeout record: 0, {@link #TIMEOUT_DATA_LINE} or {@link #TIMEOUT_LSE_LINE}. */
+    public static final int TIMEOUT_OFFSET = 8;
+    /** Byte offset of the u32 source rank a timed-out wait was waiting for. */
+    public static final int TIMEOUT_SOURCE_OFFSET = 12;
+    /** Byte offset of the u32 row a timed-out wait was waiting for. */
+    public static final int TIMEOUT_ROW_OFFSET = 16;
+    /** Byte offset of the u32 line (data line index, or LSE group) a timed-out wait was waiting for. */
+    public static final int TIMEOUT_LINE_OFFSET = 20;
+    /** Timeout record: a wait for a data line gave up. */
+    public static final int TIMEOUT_DATA_LINE = 1;
+    /** Timeout record: a wait for an LSE line gave up. */
+    public static final int TIMEOUT_LSE_LINE = 2;
 
     /** Bytes in one data line; also the alignment every line keeps. */
     public static final int LINE_BYTES = 128;

@@ -1,6 +1,7 @@
 package io.github.dcp4j.engine.cpu;
 
 import io.github.dcp4j.DcpLseReduce;
+import io.github.dcp4j.engine.LocalGroup;
 import io.github.dcp4j.engine.PeerTimeoutException;
 import io.github.dcp4j.layout.Ll128;
 import io.github.dcp4j.op.LseMode;
@@ -26,7 +27,7 @@ import java.util.concurrent.Future;
  * <p>Every wait is bounded by the group's timeout. A rank that times out throws a {@link PeerTimeoutException} naming
  * what it waited for and poisons the group: further calls fail until {@link #reset()} re-zeroes every workspace.
  */
-public final class CpuEngine implements AutoCloseable {
+public final class CpuEngine implements LocalGroup {
     /** The engine's name as the CLI prints it. */
     public static final String NAME = "cpu";
     /** How long a rank waits for a peer's line before it gives up, unless the group is opened with another. */
@@ -97,17 +98,28 @@ public final class CpuEngine implements AutoCloseable {
         return workspaces.get(rank);
     }
 
+    @Override
+    public String engineName() {
+        return NAME;
+    }
+
+    @Override
+    public String description() {
+        return cpSize() + " ranks as platform threads on " + Runtime.getRuntime().availableProcessors() + " cores";
+    }
+
     /**
-     * One collective call with every rank on the group's threads: rank r reduces {@code partialO.get(r)} and
-     * {@code partialLse.get(r)} into {@code out.get(r)}. Every rank's arguments are validated before any rank starts.
-     * If ranks fail, the lowest rank's exception is thrown with the others suppressed.
+     * Validates every rank's arguments before any rank starts; each run is one collective call with every rank on the
+     * group's threads, writing the outputs directly. If ranks fail, the lowest rank's exception is thrown with the
+     * others suppressed.
      */
-    public void reduceAll(List<TensorView> partialO, List<TensorView> partialLse, List<TensorView> out,
-                          LseMode mode) {
+    @Override
+    public PreparedCall prepare(List<TensorView> partialO, List<TensorView> partialLse, List<TensorView> out,
+                                LseMode mode) {
         int cp = cpSize();
-        requireOnePerRank("partial_o", partialO);
-        requireOnePerRank("partial_lse", partialLse);
-        requireOnePerRank("out", out);
+        LocalGroup.requireOnePerRank("partial_o", partialO, cp);
+        LocalGroup.requireOnePerRank("partial_lse", partialLse, cp);
+        LocalGroup.requireOnePerRank("out", out, cp);
         List<ReduceCall> calls = new ArrayList<>(cp);
         for (int r = 0; r < cp; r++) {
             requireSharedMemory("partial_o", r, partialO.get(r));
@@ -116,19 +128,21 @@ public final class CpuEngine implements AutoCloseable {
             calls.add(DcpLseReduce.validate(partialO.get(r), partialLse.get(r), out.get(r), workspaces.get(r), r, cp,
                     mode));
         }
-        runRanks(calls);
-    }
+        return new PreparedCall() {
+            @Override
+            public void run() {
+                runRanks(calls);
+            }
 
-    /** As {@link #reduceAll(List, List, List, LseMode)}, into fresh outputs (one per rank, in rank order). */
-    public List<TensorView> reduceAll(List<TensorView> partialO, List<TensorView> partialLse, LseMode mode) {
-        requireOnePerRank("partial_o", partialO);
-        List<TensorView> out = new ArrayList<>(cpSize());
-        Arena auto = Arena.ofAuto();
-        for (TensorView o : partialO) {
-            out.add(TensorView.allocate(auto, o.dtype(), ReduceCall.outputShape(o)));
-        }
-        reduceAll(partialO, partialLse, out, mode);
-        return out;
+            /** The ranks wrote the outputs themselves. */
+            @Override
+            public void readOutputs() {
+            }
+
+            @Override
+            public void close() {
+            }
+        };
     }
 
     /**
@@ -183,14 +197,6 @@ public final class CpuEngine implements AutoCloseable {
         if (!t.memory().isAccessibleBy(new Thread(() -> { }))) {
             throw new IllegalArgumentException(name + " of rank " + rank + " is in memory confined to one thread;"
                     + " reduceAll runs ranks on the group's threads: use a shared, auto or global arena");
-        }
-    }
-
-    private void requireOnePerRank(String name, List<TensorView> tensors) {
-        Objects.requireNonNull(tensors, name);
-        if (tensors.size() != cpSize()) {
-            throw new IllegalArgumentException(name + " must hold one tensor per rank (" + cpSize() + "); got "
-                    + tensors.size());
         }
     }
 

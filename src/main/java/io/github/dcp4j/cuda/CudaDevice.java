@@ -1,0 +1,176 @@
+package io.github.dcp4j.cuda;
+
+import jcuda.driver.CUcontext;
+import jcuda.driver.CUdevice;
+import jcuda.driver.CUdevice_attribute;
+import jcuda.driver.JCudaDriver;
+
+import java.nio.charset.StandardCharsets;
+import java.util.concurrent.Callable;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+
+/**
+ * One GPU: its primary context (the one the CUDA runtime and other in-process users share) and the one platform
+ * thread that makes every CUDA call for it. The context is current on that thread only; CUDA's current context is
+ * OS-thread state, so no CUDA call is ever made from a virtual thread or from a caller's thread.
+ */
+public final class CudaDevice implements AutoCloseable {
+    private final int ordinal;
+    private final CUdevice device = new CUdevice();
+    private final CUcontext context = new CUcontext();
+    private final ExecutorService thread;
+    private final Thread owner;
+    private final String name;
+    private final int major;
+    private final int minor;
+    private final int multiprocessors;
+    private volatile boolean closed;
+
+    private CudaDevice(int ordinal) {
+        this.ordinal = ordinal;
+        Thread[] created = new Thread[1];
+        this.thread = Executors.newSingleThreadExecutor(r -> {
+            Thread t = Thread.ofPlatform().daemon().name("dcp4j-cuda-" + ordinal).unstarted(r);
+            created[0] = t;
+            return t;
+        });
+        int[] props = call(() -> {
+            Cuda.check(JCudaDriver.cuDeviceGet(device, ordinal), "cuDeviceGet(" + ordinal + ")");
+            Cuda.check(JCudaDriver.cuDevicePrimaryCtxRetain(context, device), "cuDevicePrimaryCtxRetain");
+            Cuda.check(JCudaDriver.cuCtxSetCurrent(context), "cuCtxSetCurrent");
+            return new int[] {attribute(CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+                attribute(CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR),
+                attribute(CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
+                attribute(CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH)};
+        });
+        this.owner = created[0];
+        this.major = props[0];
+        this.minor = props[1];
+        this.multiprocessors = props[2];
+        if (props[3] == 0) {
+            close();
+            throw new IllegalStateException("GPU " + ordinal + " does not support cooperative launches");
+        }
+        this.name = call(() -> {
+            byte[] buf = new byte[256];
+            Cuda.check(JCudaDriver.cuDeviceGetName(buf, buf.length, device), "cuDeviceGetName");
+            int n = 0;
+            while (n < buf.length && buf[n] != 0) {
+                n++;
+            }
+            return new String(buf, 0, n, StandardCharsets.UTF_8);
+        });
+    }
+
+    /** Opens GPU {@code ordinal}; the driver must be available ({@link Cuda#availability()}). */
+    public static CudaDevice open(int ordinal) {
+        Cuda.Availability a = Cuda.availability();
+        if (!a.available()) {
+            throw new IllegalStateException("no CUDA device: " + a.reason());
+        }
+        if (ordinal < 0 || ordinal >= a.deviceCount()) {
+            throw new IllegalArgumentException("GPU ordinal must be in [0, " + a.deviceCount() + "); got " + ordinal);
+        }
+        return new CudaDevice(ordinal);
+    }
+
+    private int attribute(int attribute) {
+        int[] v = new int[1];
+        Cuda.check(JCudaDriver.cuDeviceGetAttribute(v, attribute, device), "cuDeviceGetAttribute(" + attribute + ")");
+        return v[0];
+    }
+
+    /** Runs {@code work} on this device's thread, with its context current, and returns its result. */
+    public <T> T call(Callable<T> work) {
+        if (Thread.currentThread() == owner) {
+            try {
+                return work.call();
+            } catch (RuntimeException | Error e) {
+                throw e;
+            } catch (Exception e) {
+                throw new IllegalStateException(e);
+            }
+        }
+        if (closed) {
+            throw new IllegalStateException("CUDA device " + ordinal + " is closed");
+        }
+        Future<T> f = thread.submit(work);
+        boolean interrupted = false;
+        try {
+            while (true) {
+                try {
+                    return f.get();
+                } catch (InterruptedException e) {
+                    interrupted = true;
+                }
+            }
+        } catch (ExecutionException e) {
+            Throwable c = e.getCause();
+            if (c instanceof RuntimeException re) {
+                throw re;
+            }
+            if (c instanceof Error err) {
+                throw err;
+            }
+            throw new IllegalStateException(c);
+        } finally {
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+
+    /** As {@link #call}, for work without a result. */
+    public void run(Runnable work) {
+        call(() -> {
+            work.run();
+            return null;
+        });
+    }
+
+    /** Waits until all work queued on this device has run. */
+    public void synchronize() {
+        run(() -> Cuda.check(JCudaDriver.cuCtxSynchronize(), "cuCtxSynchronize"));
+    }
+
+    /** True on this device's own thread. */
+    public boolean isDeviceThread() {
+        return Thread.currentThread() == owner;
+    }
+
+    public int ordinal() {
+        return ordinal;
+    }
+
+    public String name() {
+        return name;
+    }
+
+    /** Compute capability as major x 10 + minor (90 for Hopper). */
+    public int computeCapability() {
+        return major * 10 + minor;
+    }
+
+    public int multiprocessors() {
+        return multiprocessors;
+    }
+
+    /** Releases the primary context and stops the device thread. Everything allocated on it must be closed first. */
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        run(() -> JCudaDriver.cuDevicePrimaryCtxRelease(device));
+        closed = true;
+        thread.shutdown();
+    }
+
+    @Override
+    public String toString() {
+        return "GPU " + ordinal + " (" + name + ", sm_" + computeCapability() + ", " + multiprocessors + " SMs)";
+    }
+}

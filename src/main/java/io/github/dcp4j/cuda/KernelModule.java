@@ -1,0 +1,96 @@
+package io.github.dcp4j.cuda;
+
+import jcuda.Pointer;
+import jcuda.driver.CUfunction;
+import jcuda.driver.CUmodule;
+import jcuda.driver.JCudaDriver;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+
+/**
+ * The op's kernels, loaded from the jar: SASS for the device's architecture where the build made it (sm_90, sm_100),
+ * otherwise the compute_90 PTX, which the driver compiles for the device.
+ */
+public final class KernelModule implements AutoCloseable {
+    static final String RESOURCE_DIR = "/io/github/dcp4j/cuda/kernels/";
+    static final String BASENAME = "dcp_lse_reduce";
+
+    private final CudaDevice device;
+    private final CUmodule module = new CUmodule();
+    private final String source;
+    private boolean closed;
+
+    private KernelModule(CudaDevice device) {
+        this.device = device;
+        String sass = RESOURCE_DIR + BASENAME + ".sm_" + device.computeCapability() + ".cubin";
+        String ptx = RESOURCE_DIR + BASENAME + ".compute_90.ptx";
+        byte[] image = resource(sass);
+        String from = sass;
+        if (image == null) {
+            byte[] text = resource(ptx);
+            if (text == null) {
+                throw new IllegalStateException("the jar holds no CUDA kernels (" + sass + " / " + ptx + "): it was"
+                        + " built with -Dkernels.skip or without nvcc; rebuild it with nvcc to use the GPU engine");
+            }
+            image = new byte[text.length + 1];
+            System.arraycopy(text, 0, image, 0, text.length);
+            from = ptx + " (JIT)";
+        }
+        byte[] loaded = image;
+        device.run(() -> Cuda.check(JCudaDriver.cuModuleLoadData(module, loaded), "cuModuleLoadData(" + sass + ")"));
+        this.source = from;
+    }
+
+    public static KernelModule load(CudaDevice device) {
+        return new KernelModule(device);
+    }
+
+    private static byte[] resource(String name) {
+        try (InputStream in = KernelModule.class.getResourceAsStream(name)) {
+            return in == null ? null : in.readAllBytes();
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    /** Which image was loaded (for reports). */
+    public String source() {
+        return source;
+    }
+
+    /** The kernel named {@code name}. */
+    public CUfunction function(String name) {
+        return device.call(() -> {
+            CUfunction f = new CUfunction();
+            Cuda.check(JCudaDriver.cuModuleGetFunction(f, module, name), "cuModuleGetFunction(" + name + ")");
+            return f;
+        });
+    }
+
+    /** Most blocks of {@code function} (128 threads, no dynamic shared memory) resident at once on the device. */
+    public int coResidentBlocks(CUfunction function, int blockThreads) {
+        return device.call(() -> {
+            int[] perSm = new int[1];
+            Cuda.check(JCudaDriver.cuOccupancyMaxActiveBlocksPerMultiprocessor(perSm, function, blockThreads, 0),
+                    "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+            return perSm[0] * device.multiprocessors();
+        });
+    }
+
+    /** Queues a cooperative launch of {@code grid} blocks whose one parameter is the struct image {@code args}. */
+    public static void launchCooperative(CUfunction function, int grid, int blockThreads, byte[] args,
+                                         CudaStream stream) {
+        Cuda.check(JCudaDriver.cuLaunchCooperativeKernel(function, grid, 1, 1, blockThreads, 1, 1, 0,
+                stream.handle(), Pointer.to(Pointer.to(args))), "cuLaunchCooperativeKernel");
+    }
+
+    @Override
+    public void close() {
+        if (!closed) {
+            closed = true;
+            device.run(() -> Cuda.check(JCudaDriver.cuModuleUnload(module), "cuModuleUnload"));
+        }
+    }
+}

@@ -1,0 +1,79 @@
+package io.github.dcp4j.engine;
+
+import io.github.dcp4j.op.LseMode;
+import io.github.dcp4j.op.ReduceCall;
+import io.github.dcp4j.op.TensorView;
+
+import java.lang.foreign.Arena;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+
+/**
+ * Every rank of a group in this process: the CPU engine (ranks as threads) or the CUDA engine in loopback (ranks as
+ * slices of one launch on one GPU). One call takes one input per rank, in rank order.
+ */
+public interface LocalGroup extends AutoCloseable {
+
+    /** The engine's name as the CLI prints it. */
+    String engineName();
+
+    /** What runs the ranks, for reports (threads and cores, or the GPU). */
+    String description();
+
+    int cpSize();
+
+    /**
+     * Validates every rank's arguments (before anything runs) and prepares the call; {@link PreparedCall#run()} then
+     * runs it, as often as wanted, on the same inputs.
+     */
+    PreparedCall prepare(List<TensorView> partialO, List<TensorView> partialLse, List<TensorView> out, LseMode mode);
+
+    /** Re-zeroes every workspace after a failed call (the collective reset); no call may be in flight. */
+    void reset();
+
+    @Override
+    void close();
+
+    /** One call of the group, prepared. */
+    interface PreparedCall extends AutoCloseable {
+        /** Runs the call on every rank and waits for it; a timeout throws {@link PeerTimeoutException}. */
+        void run();
+
+        /** Makes the last run's outputs visible in the host outputs given to {@code prepare}. */
+        void readOutputs();
+
+        @Override
+        void close();
+    }
+
+    /** One call on every rank: rank r reduces {@code partialO.get(r)}, {@code partialLse.get(r)} into {@code out.get(r)}. */
+    default void reduceAll(List<TensorView> partialO, List<TensorView> partialLse, List<TensorView> out,
+                           LseMode mode) {
+        try (PreparedCall call = prepare(partialO, partialLse, out, mode)) {
+            call.run();
+            call.readOutputs();
+        }
+    }
+
+    /** As {@link #reduceAll(List, List, List, LseMode)}, into fresh outputs (one per rank, in rank order). */
+    default List<TensorView> reduceAll(List<TensorView> partialO, List<TensorView> partialLse, LseMode mode) {
+        Objects.requireNonNull(partialO, "partial_o");
+        List<TensorView> out = new ArrayList<>(partialO.size());
+        Arena auto = Arena.ofAuto();
+        for (TensorView o : partialO) {
+            out.add(TensorView.allocate(auto, o.dtype(), ReduceCall.outputShape(o)));
+        }
+        reduceAll(partialO, partialLse, out, mode);
+        return out;
+    }
+
+    /** Requires one tensor per rank in {@code tensors}. */
+    static void requireOnePerRank(String name, List<TensorView> tensors, int cpSize) {
+        Objects.requireNonNull(tensors, name);
+        if (tensors.size() != cpSize) {
+            throw new IllegalArgumentException(name + " must hold one tensor per rank (" + cpSize + "); got "
+                    + tensors.size());
+        }
+    }
+}

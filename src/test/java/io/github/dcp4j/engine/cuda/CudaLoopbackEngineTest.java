@@ -1,0 +1,379 @@
+package io.github.dcp4j.engine.cuda;
+
+import io.github.dcp4j.DcpLseReduce;
+import io.github.dcp4j.Tensors;
+import io.github.dcp4j.cuda.Cuda;
+import io.github.dcp4j.cuda.CudaDevice;
+import io.github.dcp4j.cuda.CudaGraph;
+import io.github.dcp4j.cuda.CudaStream;
+import io.github.dcp4j.engine.LocalGroup;
+import io.github.dcp4j.engine.PeerTimeoutException;
+import io.github.dcp4j.engine.cpu.CpuEngine;
+import io.github.dcp4j.layout.Ll128;
+import io.github.dcp4j.layout.Ll128Lines;
+import io.github.dcp4j.layout.WorkspaceLayout;
+import io.github.dcp4j.op.DType;
+import io.github.dcp4j.op.LseMode;
+import io.github.dcp4j.op.ReduceCall;
+import io.github.dcp4j.op.TensorView;
+import io.github.dcp4j.op.WorkspaceSpec;
+import io.github.dcp4j.reference.Fp64Oracle;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.MethodSource;
+import org.junit.jupiter.params.provider.ValueSource;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteOrder;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * The LL128 kernel on a GPU, all ranks in loopback: the foundation's CPU-engine cases, the CUDA result against the CPU
+ * engine and the fp64 oracle, graphs, the stream rule, a provoked timeout, and the byte-for-byte agreement of the
+ * Java layout and the kernel's. Skipped where no CUDA driver loads.
+ */
+@Tag("gpu")
+@Timeout(value = 300, unit = TimeUnit.SECONDS)
+class CudaLoopbackEngineTest {
+    private static CudaDevice device;
+
+    @BeforeAll
+    static void openDevice() {
+        Cuda.Availability a = Cuda.availability();
+        Assumptions.assumeTrue(a.available(), () -> "no CUDA device: " + a.reason());
+        device = CudaDevice.open(0);
+    }
+
+    @AfterAll
+    static void closeDevice() {
+        if (device != null) {
+            device.close();
+        }
+    }
+
+    static Stream<Arguments> dtypesAndModes() {
+        return Stream.of(DType.FP16, DType.BF16).flatMap(d -> Stream.of(LseMode.values()).map(m -> Arguments.of(d, m)));
+    }
+
+    /** The GPU merge differs from the exact one only in exp and summation rounding: rtol 1e-2, atol 2e-3 vs fp64. */
+    static void assertClose(Tensors.Group g, int rank, TensorView out, LseMode mode) {
+        double[] ref = Fp64Oracle.reduce(g.partialO(), g.partialLse(), rank, mode);
+        for (int i = 0; i < ref.length; i++) {
+            double got = out.loadFloat(out.offset() + i);
+            assertTrue(Math.abs(got - ref[i]) <= 2e-3 + 1e-2 * Math.abs(ref[i]),
+                    "rank " + rank + " element " + i + ": " + got + " vs " + ref[i]);
+        }
+    }
+
+    /** One call on the GPU, every rank checked against fp64 and against the CPU engine. */
+    static List<TensorView> callAndCheck(LocalGroup gpu, Arena arena, Tensors.Group g, LseMode mode) {
+        List<TensorView> out = Tensors.outputs(arena, g);
+        gpu.reduceAll(g.partialO(), g.partialLse(), out, mode);
+        WorkspaceSpec spec = specFor(g);
+        try (CpuEngine cpu = CpuEngine.open(spec)) {
+            List<TensorView> cpuOut = cpu.reduceAll(g.partialO(), g.partialLse(), mode);
+            for (int r = 0; r < g.cp(); r++) {
+                assertClose(g, r, out.get(r), mode);
+                short[] a = Tensors.bits(out.get(r));
+                short[] b = Tensors.bits(cpuOut.get(r));
+                int differ = 0;
+                for (int i = 0; i < a.length; i++) {
+                    differ += a[i] != b[i] ? 1 : 0;
+                }
+                assertTrue(differ <= a.length / 20, "rank " + r + ": " + differ + " of " + a.length
+                        + " elements differ from the CPU engine by more than rounding would explain");
+            }
+        }
+        return out;
+    }
+
+    static WorkspaceSpec specFor(Tensors.Group g) {
+        TensorView o = g.partialO().getFirst();
+        long[] s = o.shape();
+        return new WorkspaceSpec((int) s[0], (int) s[1], g.cp(), (int) s[3], o.dtype());
+    }
+
+    @ParameterizedTest(name = "{0} {1}")
+    @MethodSource("dtypesAndModes")
+    void reduceWithEmptyNanAndInfRows(DType dtype, LseMode mode) {
+        int cp = 4;
+        try (Arena arena = Arena.ofShared();
+             CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, new WorkspaceSpec(5, 2, cp, 64, dtype))) {
+            SplittableRandom random = new SplittableRandom(100);
+            for (int call = 0; call < 3; call++) {
+                Tensors.Group g = Tensors.packed(arena, random, 4, 2, cp, 64, dtype, 3.0);
+                for (int r = 0; r < cp; r++) {
+                    Tensors.setLseRow(g, r, 0, 0, Float.NEGATIVE_INFINITY);
+                }
+                Tensors.setLseRow(g, 0, 1, 0, Float.NaN);
+                Tensors.setLseRow(g, 1, 1, 1, Float.POSITIVE_INFINITY);
+                assertEquals(call, gpu.epoch(0), "slots 0, 1, 0 by the device-side counter");
+                List<TensorView> out = callAndCheck(gpu, arena, g, mode);
+                for (int r = 0; r < cp; r++) {
+                    for (int i = 0; i < 64; i++) {
+                        assertEquals(0, out.get(r).loadBits(i), "row (0, 0) is empty on every rank: zeros");
+                    }
+                }
+            }
+        }
+    }
+
+    @ParameterizedTest(name = "{0} {1}")
+    @MethodSource("dtypesAndModes")
+    void singleRankIsTheIdentity(DType dtype, LseMode mode) {
+        try (Arena arena = Arena.ofShared();
+             CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, new WorkspaceSpec(3, 4, 1, 128, dtype))) {
+            Tensors.Group g = Tensors.packed(arena, new SplittableRandom(1), 3, 4, 1, 128, dtype, 5.0);
+            List<TensorView> out = gpu.reduceAll(g.partialO(), g.partialLse(), mode);
+            assertArrayEquals(Tensors.bits(g.partialO().getFirst()), Tensors.bits(out.getFirst()));
+        }
+    }
+
+    @ParameterizedTest(name = "{0} {1}")
+    @MethodSource("dtypesAndModes")
+    void stridedViewEqualsPackedInputBitForBit(DType dtype, LseMode mode) {
+        int cp = 4;
+        int[][] headsAndDims = {{16, 512}, {2, 128}, {4, 64}};
+        SplittableRandom random = new SplittableRandom(3);
+        for (int[] hd : headsAndDims) {
+            WorkspaceSpec spec = new WorkspaceSpec(8, hd[0], cp, hd[1], dtype);
+            try (Arena arena = Arena.ofShared();
+                 CudaLoopbackEngine strided = CudaLoopbackEngine.open(device, spec);
+                 CudaLoopbackEngine packed = CudaLoopbackEngine.open(device, spec)) {
+                for (int batch : new int[] {1, 3, 8}) {
+                    Tensors.Group view = Tensors.strided(arena, random, batch, hd[0], cp, hd[1], dtype, 4.0);
+                    Tensors.Group copy = Tensors.packedCopy(arena, view);
+                    List<TensorView> a = strided.reduceAll(view.partialO(), view.partialLse(), mode);
+                    List<TensorView> b = packed.reduceAll(copy.partialO(), copy.partialLse(), mode);
+                    for (int r = 0; r < cp; r++) {
+                        assertArrayEquals(Tensors.bits(b.get(r)), Tensors.bits(a.get(r)),
+                                "H " + hd[0] + " D " + hd[1] + " batch " + batch + " rank " + r);
+                        assertClose(view, r, a.get(r), mode);
+                    }
+                }
+            }
+        }
+    }
+
+    @Test
+    void rowCountSequencesOnOneWorkspace() {
+        int cp = 4;
+        try (Arena arena = Arena.ofShared();
+             CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, new WorkspaceSpec(32, 16, cp, 512, DType.BF16))) {
+            SplittableRandom random = new SplittableRandom(5);
+            for (int tokens : new int[] {7, 1, 32, 3, 1, 32, 2}) {
+                Tensors.Group g = Tensors.strided(arena, random, tokens, 16, cp, 512, DType.BF16, 4.0);
+                List<TensorView> out = gpu.reduceAll(g.partialO(), g.partialLse(), LseMode.BASE2);
+                for (int r = 0; r < cp; r++) {
+                    assertClose(g, r, out.get(r), LseMode.BASE2);
+                }
+            }
+        }
+    }
+
+    @Test
+    void callCounterReuseAndWrapWithTheDeviceCounterForced() {
+        int cp = 4;
+        try (Arena arena = Arena.ofShared();
+             CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, new WorkspaceSpec(8, 2, cp, 128, DType.BF16))) {
+            SplittableRandom random = new SplittableRandom(6);
+            for (int i = 0; i < 3; i++) {
+                gpu.forceEpoch(10);
+                callAndCheck(gpu, arena, Tensors.packed(arena, random, 4, 2, cp, 128, DType.BF16, 3.0),
+                        LseMode.BASE2);
+                assertEquals(11, gpu.epoch(0));
+            }
+            gpu.forceEpoch((int) ((1L << 32) - 3));
+            for (int tokens : new int[] {8, 1, 5, 8, 2, 8}) {
+                callAndCheck(gpu, arena, Tensors.packed(arena, random, tokens, 2, cp, 128, DType.BF16, 3.0),
+                        LseMode.BASE2);
+            }
+            for (int r = 0; r < cp; r++) {
+                assertEquals(3, gpu.epoch(r), "2^32 - 3 + 6 wraps to 3 on rank " + r);
+            }
+        }
+    }
+
+    @ParameterizedTest
+    @ValueSource(ints = {1, 2, 3, 8, 13, 32, 33, 64})
+    void everyGroupSize(int cp) {
+        try (Arena arena = Arena.ofShared();
+             CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, new WorkspaceSpec(2, 3, cp, 40, DType.FP16))) {
+            SplittableRandom random = new SplittableRandom(cp);
+            for (int call = 0; call < 3; call++) {
+                LseMode mode = call % 2 == 0 ? LseMode.BASE2 : LseMode.BASEE;
+                Tensors.Group g = Tensors.strided(arena, random, 1 + call % 2, 3, cp, 40, DType.FP16, 4.0);
+                List<TensorView> out = gpu.reduceAll(g.partialO(), g.partialLse(), mode);
+                for (int r = 0; r < cp; r++) {
+                    assertClose(g, r, out.get(r), mode);
+                }
+            }
+        }
+    }
+
+    @Test
+    void manyEagerCallsOnOneWorkspace() {
+        int cp = 8;
+        try (Arena arena = Arena.ofShared();
+             CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, new WorkspaceSpec(4, 16, cp, 512, DType.BF16))) {
+            SplittableRandom random = new SplittableRandom(7);
+            for (int i = 0; i < 40; i++) {
+                Tensors.Group g = Tensors.packed(arena, random, 1 + i % 4, 16, cp, 512, DType.BF16, 3.0);
+                List<TensorView> out = gpu.reduceAll(g.partialO(), g.partialLse(), LseMode.BASE2);
+                for (int r = 0; r < cp; r++) {
+                    assertClose(g, r, out.get(r), LseMode.BASE2);
+                }
+            }
+            assertEquals(40, gpu.epoch(0));
+        }
+    }
+
+    /** Upstream test_lse_reduce_graph_many_calls: 16 calls captured in one graph, replayed 50 times, checked each time. */
+    @Test
+    void sixteenCallsInOneGraphReplayedFiftyTimes() {
+        int cp = 4;
+        try (Arena arena = Arena.ofShared();
+             CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, new WorkspaceSpec(4, 16, cp, 512, DType.BF16));
+             CudaStream stream = new CudaStream(device)) {
+            SplittableRandom random = new SplittableRandom(8);
+            List<Tensors.Group> cases = new ArrayList<>();
+            List<LoopbackCall> calls = new ArrayList<>();
+            List<List<TensorView>> outs = new ArrayList<>();
+            for (int i = 0; i < 16; i++) {
+                Tensors.Group g = Tensors.packed(arena, random, 1 + i % 4, 16, cp, 512, DType.BF16, 3.0);
+                List<TensorView> out = Tensors.outputs(arena, g);
+                cases.add(g);
+                outs.add(out);
+                calls.add(gpu.prepare(g.partialO(), g.partialLse(), out, LseMode.BASE2, stream));
+            }
+            calls.getFirst().run(); // one eager call before capture, as upstream binds the stream
+            try (CudaGraph graph = CudaGraph.capture(stream, () -> calls.forEach(LoopbackCall::launch))) {
+                for (int replay = 0; replay < 50; replay++) {
+                    graph.replay(stream, 1);
+                    calls.getFirst().checkTimeouts();
+                    for (int i = 0; i < 16; i++) {
+                        calls.get(i).readOutputs();
+                        for (int r = 0; r < cp; r++) {
+                            assertClose(cases.get(i), r, outs.get(i).get(r), LseMode.BASE2);
+                        }
+                    }
+                }
+            }
+            assertEquals(1 + 50 * 16, gpu.epoch(0), "graph replays advance the device-side counter");
+            calls.forEach(LoopbackCall::close);
+        }
+    }
+
+    @Test
+    void aSecondStreamIsRejected() {
+        try (Arena arena = Arena.ofShared();
+             CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, new WorkspaceSpec(1, 1, 2, 64, DType.BF16));
+             CudaStream first = new CudaStream(device);
+             CudaStream second = new CudaStream(device)) {
+            Tensors.Group g = Tensors.packed(arena, new SplittableRandom(9), 1, 1, 2, 64, DType.BF16, 3.0);
+            List<TensorView> out = Tensors.outputs(arena, g);
+            try (LoopbackCall call = gpu.prepare(g.partialO(), g.partialLse(), out, LseMode.BASE2, first)) {
+                call.run();
+            }
+            IllegalStateException e = assertThrows(IllegalStateException.class,
+                    () -> gpu.prepare(g.partialO(), g.partialLse(), out, LseMode.BASE2, second));
+            assertTrue(e.getMessage().contains("one ordered CUDA stream"), e.getMessage());
+        }
+    }
+
+    /** A launch in which rank 5 never sends: the others give up within the timeout, naming it; reset recovers. */
+    @Test
+    void aRankThatNeverSendsTimesOutAndTheGpuStaysUsable() {
+        int cp = 8;
+        WorkspaceSpec spec = new WorkspaceSpec(2, 2, cp, 64, DType.BF16);
+        try (Arena arena = Arena.ofShared();
+             CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, spec, Duration.ofMillis(500))) {
+            Tensors.Group g = Tensors.packed(arena, new SplittableRandom(10), 2, 2, cp, 64, DType.BF16, 3.0);
+            List<TensorView> out = Tensors.outputs(arena, g);
+            List<ReduceCall> calls = new ArrayList<>();
+            for (int r = 0; r < cp; r++) {
+                calls.add(DcpLseReduce.validate(g.partialO().get(r), g.partialLse().get(r), out.get(r), cp, r,
+                        spec.bytes(), r, cp, LseMode.BASE2));
+            }
+            long start = System.nanoTime();
+            try (LoopbackCall call = gpu.prepareRanks(calls, new int[] {0, 1, 2, 3, 4, 6, 7})) {
+                PeerTimeoutException e = assertThrows(PeerTimeoutException.class, call::run);
+                double seconds = (System.nanoTime() - start) / 1e9;
+                assertTrue(seconds < 5, "failed within the timeout, not after " + seconds + " s");
+                assertEquals(5, e.sourceRank(), e.getMessage());
+                assertTrue(e.getMessage().contains("source rank 5"), e.getMessage());
+                assertEquals(6, e.getSuppressed().length, "every launched rank recorded its wait");
+            }
+            assertThrows(IllegalStateException.class, () -> gpu.reduceAll(g.partialO(), g.partialLse(),
+                    LseMode.BASE2));
+            gpu.reset();
+            callAndCheck(gpu, arena, g, LseMode.BASE2);
+            callAndCheck(gpu, arena, Tensors.packed(arena, new SplittableRandom(11), 1, 2, cp, 64, DType.BF16, 3.0),
+                    LseMode.BASE2);
+        }
+    }
+
+    /**
+     * The kernel's lines are the Java layout's, byte for byte: rank 1 alone sends (rank 0 never runs), and rank 0's
+     * workspace then holds exactly the lines {@link Ll128Lines} describes for rank 1's slices.
+     */
+    @Test
+    void kernelWritesTheJavaLayoutByteForByte() {
+        int cp = 2;
+        int headDim = 200; // 50 words: 4 lines (the last one part padding) in 1 group
+        WorkspaceSpec spec = new WorkspaceSpec(2, 1, cp, headDim, DType.BF16);
+        WorkspaceLayout layout = spec.layout();
+        try (Arena arena = Arena.ofShared();
+             CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, spec, Duration.ofMillis(200))) {
+            gpu.forceEpoch(6); // slot 0, flags of epoch 6
+            Tensors.Group g = Tensors.packed(arena, new SplittableRandom(12), 2, 1, cp, headDim, DType.BF16, 3.0);
+            List<TensorView> out = Tensors.outputs(arena, g);
+            List<ReduceCall> calls = new ArrayList<>();
+            for (int r = 0; r < cp; r++) {
+                calls.add(DcpLseReduce.validate(g.partialO().get(r), g.partialLse().get(r), out.get(r), cp, r,
+                        spec.bytes(), r, cp, LseMode.BASE2));
+            }
+            try (LoopbackCall call = gpu.prepareRanks(calls, new int[] {1})) {
+                assertThrows(PeerTimeoutException.class, call::run);
+            }
+            MemorySegment ws = arena.allocate(spec.bytes(), Ll128.LINE_BYTES);
+            gpu.workspace(0).copyTo(0, ws);
+            ValueLayout.OfLong word = ValueLayout.JAVA_LONG.withOrder(ByteOrder.LITTLE_ENDIAN);
+            TensorView o1 = g.partialO().get(1);
+            for (int row = 0; row < 2; row++) {
+                long slice = o1.elementOffset(row, 0, 0, 0) * 2; // rank 1's slice for rank 0
+                for (int line = 0; line < layout.row().dataLines(); line++) {
+                    long at = layout.dataLineOffset(0, 1, row, line);
+                    for (int k = 0; k < Ll128.LINE_DATA_WORDS; k++) {
+                        int j = line * Ll128.LINE_DATA_WORDS + k;
+                        long expected = j < layout.row().dataWords() ? o1.memory().get(word, slice + 8L * j) : 0L;
+                        assertEquals(expected, ws.get(word, at + 8L * k), "row " + row + " line " + line + " word " + k);
+                    }
+                    assertEquals(Ll128.dataFlag(6), Ll128Lines.getDataFlagAcquire(ws, at));
+                }
+                long lse = layout.lseLineOffset(0, 1, row, 0);
+                assertTrue(Ll128Lines.isLseLineReadyAcquire(ws, lse, Ll128.lseFlag(6)));
+                assertEquals(Float.floatToRawIntBits(g.partialLse().get(1).getFloat(row, 0, 0)),
+                        Ll128Lines.getLseBits(ws, lse));
+            }
+        }
+    }
+}
