@@ -48,6 +48,20 @@ public final class DeviceBuffer implements AutoCloseable {
         });
     }
 
+    /** Queues a fill of every byte with {@code value} on {@code stream} (call on the device thread). */
+    public void fillAsync(byte value, CudaStream stream) {
+        Cuda.check(JCudaDriver.cuMemsetD8Async(pointer, value, bytes, stream.handle()), "cuMemsetD8Async");
+    }
+
+    /** Queues a device-to-device copy of this whole buffer into {@code target} on {@code stream} (device thread). */
+    public void copyToAsync(DeviceBuffer target, CudaStream stream) {
+        if (target.bytes < bytes) {
+            throw new IllegalArgumentException("target of " + target.bytes + " bytes is smaller than " + bytes);
+        }
+        Cuda.check(JCudaDriver.cuMemcpyDtoDAsync(target.pointer, pointer, bytes, stream.handle()),
+                "cuMemcpyDtoDAsync");
+    }
+
     /** Copies {@code host} (a native segment) to {@code offset} of this buffer, synchronously. */
     public void copyFrom(MemorySegment host, long offset) {
         requireRange(offset, host.byteSize());

@@ -44,6 +44,9 @@ public final class CudaLoopbackEngine implements LocalGroup {
     private final CudaDevice device;
     private final KernelModule module;
     private final Map<DType, Map<LseMode, CUfunction>> kernels = new EnumMap<>(DType.class);
+    /** The launch floor's kernel: empty, launched exactly as the op's. */
+    static final String EMPTY_KERNEL = "dcp4j_empty";
+    private final CUfunction empty;
     private final List<DeviceBuffer> workspaces = new ArrayList<>();
     private final DeviceBuffer peers;
     private final long workspaceBytes;
@@ -69,6 +72,7 @@ public final class CudaLoopbackEngine implements LocalGroup {
             }
             kernels.put(dtype, byMode);
         }
+        this.empty = module.function(EMPTY_KERNEL);
         this.coResidentBlocks = module.coResidentBlocks(kernels.get(DType.BF16).get(LseMode.BASE2),
                 Ll128.BLOCK_THREADS);
         try (Arena arena = Arena.ofConfined()) {
@@ -152,6 +156,10 @@ public final class CudaLoopbackEngine implements LocalGroup {
     /** Most blocks of the kernel resident at once on this GPU: the grid of one launch never exceeds it. */
     public int coResidentBlocks() {
         return coResidentBlocks;
+    }
+
+    CUfunction emptyKernel() {
+        return empty;
     }
 
     CUfunction kernel(DType dtype, LseMode mode) {

@@ -151,6 +151,17 @@ public final class LoopbackCall implements LocalGroup.PreparedCall {
         KernelModule.launchCooperative(kernel, grid, Ll128.BLOCK_THREADS, launchArgs, stream);
     }
 
+    /** Queues the launch floor: the empty kernel with this call's grid, block and arguments (on the device thread). */
+    public void launchEmpty() {
+        requireOpen();
+        KernelModule.launchCooperative(engine.emptyKernel(), grid, Ll128.BLOCK_THREADS, launchArgs, stream);
+    }
+
+    /** The bound stream this call runs on. */
+    public CudaStream stream() {
+        return stream;
+    }
+
     /** Launches, waits, and raises a timeout any rank recorded. */
     @Override
     public void run() {
