@@ -32,6 +32,9 @@ constexpr int kWarpsPerBlock = kBlockThreads / kWarpSize;
 constexpr int kLanesPerLine = kLineBytes / 16;                  // 8 lanes x 16 bytes = one line
 constexpr int kFlagPart = kLanesPerLine - 1;                    // lane part 7 carries word 14 and the flag
 constexpr int kElemsPerWord = kWordBytes / 2;                   // 16-bit elements in one 8-byte word
+constexpr int kDeadlineCheckRounds = 16;                        // polls between two reads of the global timer
+constexpr unsigned kPollSleepNs = 32;                           // first back-off between polls of missing lines
+constexpr unsigned kMaxPollSleepNs = 1024;                      // the back-off doubles up to this
 
 template <typename T>
 struct Half;
@@ -106,6 +109,10 @@ __device__ void send_ll128(const LaunchArgs& a, const RankArgs& r, const CallFla
         const int h = row - t * (int)a.heads;
         const unsigned char* src = static_cast<const unsigned char*>(r.partial_o) +
                                    (t * r.o_stride_token + h * r.o_stride_head + dst * r.o_stride_peer) * sizeof(T);
+        // the LSE value is loaded first, so that its latency overlaps the data loads
+        const float lse = lane < a.line_groups ? r.partial_lse[t * r.lse_stride_token + h * r.lse_stride_head +
+                                                               dst * r.lse_stride_peer]
+                                               : 0.f;
         unsigned char* peer = r.peers[dst];
         unsigned char* lines = peer + kPayloadOffset + f.slot * a.data_slot_bytes +
                                ((long long)r.rank * a.max_rows + row) * a.data_lines * kLineBytes;
@@ -130,7 +137,6 @@ __device__ void send_ll128(const LaunchArgs& a, const RankArgs& r, const CallFla
             }
         }
         if (lane < a.line_groups) {  // one LSE line per group, so each receiving warp finds its own copy
-            const float lse = r.partial_lse[t * r.lse_stride_token + h * r.lse_stride_head + dst * r.lse_stride_peer];
             unsigned char* lse_line = peer + a.lse_region_offset + f.slot * a.lse_slot_bytes +
                                       (((long long)r.rank * a.max_rows + row) * a.line_groups + lane) * kLseLineBytes;
             ptx::st_volatile_lse_line(lse_line, __float_as_uint(lse), f.lse);
@@ -155,7 +161,8 @@ __device__ bool receive_ll128(const LaunchArgs& a, const RankArgs& r, const Call
         const int line = g * kLinesPerGroup + sub;
         const bool line_valid = line < a.data_lines;
 
-        // LSE lines of sources `lane` and `lane + 32`; absent sources count as ready with -inf.
+        // LSE lines of sources `lane` and `lane + 32` (absent sources count as ready with -inf) are polled together
+        // with the first batch of data lines, so that a row costs one round trip when its lines are there.
         unsigned char* lse_row = r.workspace + a.lse_region_offset + f.slot * a.lse_slot_bytes +
                                  ((long long)row * a.line_groups + g) * kLseLineBytes;
         unsigned char* lse0_addr = lse_row + lane * lse_source_stride;
@@ -164,62 +171,10 @@ __device__ bool receive_ll128(const LaunchArgs& a, const RankArgs& r, const Call
         float l1 = -INFINITY;
         bool wait0 = lane < cp;
         bool wait1 = lane + kWarpSize < cp;
-        while (true) {
-            if (wait0) {
-                const uint4 v = ptx::ld_volatile_lse_line(lse0_addr);
-                if (v.y == f.lse && v.w == f.lse) {
-                    l0 = __uint_as_float(v.x);
-                    wait0 = false;
-                }
-            }
-            if (wait1) {
-                const uint4 v = ptx::ld_volatile_lse_line(lse1_addr);
-                if (v.y == f.lse && v.w == f.lse) {
-                    l1 = __uint_as_float(v.x);
-                    wait1 = false;
-                }
-            }
-            const unsigned waiting0 = __ballot_sync(kFullMask, wait0);
-            const unsigned waiting1 = __ballot_sync(kFullMask, wait1);
-            if ((waiting0 | waiting1) == 0u) {
-                break;
-            }
-            if (deadline.passed()) {
-                if (lane == 0) {
-                    const int source = waiting0 ? __ffs(waiting0) - 1 : kWarpSize + __ffs(waiting1) - 1;
-                    record_timeout(r.workspace, kTimeoutLseLine, source, row, g);
-                }
-                return false;
-            }
-        }
-        if (lane < cp) {
-            ptx::st_volatile_clear_lse_line(lse0_addr);
-        }
-        if (lane + kWarpSize < cp) {
-            ptx::st_volatile_clear_lse_line(lse1_addr);
-        }
+        float e0 = 0.f;
+        float e1 = 0.f;
+        float inv = 0.f;
 
-        // Weights: sanitize, max (-inf -> 0), exp, sum, 1/sum (0 when every source is empty).
-        const float s0 = sanitize(l0);
-        const float s1 = sanitize(l1);
-        float m = fmaxf(s0, s1);
-#pragma unroll
-        for (int o = kWarpSize / 2; o > 0; o /= 2) {
-            m = fmaxf(m, __shfl_xor_sync(kFullMask, m, o));
-        }
-        if (m == -INFINITY) {
-            m = 0.f;
-        }
-        const float e0 = lane < cp ? lse_exp<kBaseE>(s0 - m) : 0.f;
-        const float e1 = lane + kWarpSize < cp ? lse_exp<kBaseE>(s1 - m) : 0.f;
-        float sum = e0 + e1;
-#pragma unroll
-        for (int o = kWarpSize / 2; o > 0; o /= 2) {
-            sum += __shfl_xor_sync(kFullMask, sum, o);
-        }
-        const float inv = sum == 0.f ? 0.f : 1.f / sum;
-
-        // Data lines, sources in batches of 8, merged in source order.
         float acc[2 * kElemsPerWord];
 #pragma unroll
         for (int i = 0; i < 2 * kElemsPerWord; ++i) {
@@ -228,6 +183,7 @@ __device__ bool receive_ll128(const LaunchArgs& a, const RankArgs& r, const Call
         const unsigned char* line0 = r.workspace + kPayloadOffset + f.slot * a.data_slot_bytes +
                                      ((long long)row * a.data_lines + line) * kLineBytes + part * 16;
         for (int s0 = 0; s0 < cp; s0 += kSourceBatch) {
+            const bool first = s0 == 0;
             uint64_t lo[kSourceBatch];
             uint64_t hi[kSourceBatch];
 #pragma unroll
@@ -238,31 +194,83 @@ __device__ bool receive_ll128(const LaunchArgs& a, const RankArgs& r, const Call
                     ptx::ld_volatile_line_part(line0 + (s0 + k) * line_source_stride, lo[k], hi[k]);
                 }
             }
-            while (true) {
+            for (int round = 0;; ++round) {
+                if (first) {
+                    if (wait0) {
+                        const uint4 v = ptx::ld_volatile_lse_line(lse0_addr);
+                        if (v.y == f.lse && v.w == f.lse) {
+                            l0 = __uint_as_float(v.x);
+                            wait0 = false;
+                        }
+                    }
+                    if (wait1) {
+                        const uint4 v = ptx::ld_volatile_lse_line(lse1_addr);
+                        if (v.y == f.lse && v.w == f.lse) {
+                            l1 = __uint_as_float(v.x);
+                            wait1 = false;
+                        }
+                    }
+                }
                 unsigned pending = 0u;
 #pragma unroll
                 for (int k = 0; k < kSourceBatch; ++k) {
                     const bool ready = __shfl_sync(kFullMask, hi[k] == f.data, lane | kFlagPart);
                     pending |= ready ? 0u : 1u << k;
                 }
-                if (__ballot_sync(kFullMask, pending != 0u) == 0u) {
+                const unsigned data_lanes = __ballot_sync(kFullMask, pending != 0u);
+                const unsigned lse0_lanes = __ballot_sync(kFullMask, wait0);
+                const unsigned lse1_lanes = __ballot_sync(kFullMask, wait1);
+                if ((data_lanes | lse0_lanes | lse1_lanes) == 0u) {
                     break;
                 }
-                if (deadline.passed()) {
-                    const unsigned lanes = __ballot_sync(kFullMask, pending != 0u);
-                    const int who = __ffs(lanes) - 1;
-                    const unsigned who_pending = __shfl_sync(kFullMask, pending, who);
-                    if (lane == who) {
-                        record_timeout(r.workspace, kTimeoutDataLine, s0 + __ffs(who_pending) - 1, row, line);
+                if (round % kDeadlineCheckRounds == kDeadlineCheckRounds - 1 && deadline.passed()) {
+                    if (data_lanes != 0u) {
+                        const int who = __ffs(data_lanes) - 1;
+                        const unsigned who_pending = __shfl_sync(kFullMask, pending, who);
+                        if (lane == who) {
+                            record_timeout(r.workspace, kTimeoutDataLine, s0 + __ffs(who_pending) - 1, row, line);
+                        }
+                    } else if (lane == 0) {
+                        const int source = lse0_lanes ? __ffs(lse0_lanes) - 1 : kWarpSize + __ffs(lse1_lanes) - 1;
+                        record_timeout(r.workspace, kTimeoutLseLine, source, row, g);
                     }
                     return false;
                 }
+                // Back off, doubling: polling warps must leave the memory system to the senders they wait for.
+                __nanosleep(min(kPollSleepNs << min(round, 5), kMaxPollSleepNs));
 #pragma unroll
                 for (int k = 0; k < kSourceBatch; ++k) {
                     if (pending & (1u << k)) {
                         ptx::ld_volatile_line_part(line0 + (s0 + k) * line_source_stride, lo[k], hi[k]);
                     }
                 }
+            }
+            if (first) {
+                if (lane < cp) {
+                    ptx::st_volatile_clear_lse_line(lse0_addr);
+                }
+                if (lane + kWarpSize < cp) {
+                    ptx::st_volatile_clear_lse_line(lse1_addr);
+                }
+                // Weights: sanitize, max (-inf -> 0), exp, sum, 1/sum (0 when every source is empty).
+                const float s0v = sanitize(l0);
+                const float s1v = sanitize(l1);
+                float m = fmaxf(s0v, s1v);
+#pragma unroll
+                for (int o = kWarpSize / 2; o > 0; o /= 2) {
+                    m = fmaxf(m, __shfl_xor_sync(kFullMask, m, o));
+                }
+                if (m == -INFINITY) {
+                    m = 0.f;
+                }
+                e0 = lane < cp ? lse_exp<kBaseE>(s0v - m) : 0.f;
+                e1 = lane + kWarpSize < cp ? lse_exp<kBaseE>(s1v - m) : 0.f;
+                float sum = e0 + e1;
+#pragma unroll
+                for (int o = kWarpSize / 2; o > 0; o /= 2) {
+                    sum += __shfl_xor_sync(kFullMask, sum, o);
+                }
+                inv = sum == 0.f ? 0.f : 1.f / sum;
             }
 #pragma unroll
             for (int k = 0; k < kSourceBatch; ++k) {

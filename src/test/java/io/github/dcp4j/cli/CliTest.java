@@ -66,7 +66,7 @@ class CliTest {
     }
 
     @ParameterizedTest
-    @ValueSource(strings = {"", "workspace-size", "reduce"})
+    @ValueSource(strings = {"", "workspace-size", "reduce", "bench"})
     void everyCommandHasHelp(String command) {
         Result r = command.isEmpty() ? run("--help") : run(command, "--help");
         assertEquals(0, r.exitCode(), r.err());
@@ -212,6 +212,30 @@ class CliTest {
                 dir.resolve("out.safetensors").toString());
         assertEquals(1, r.exitCode());
         assertTrue(r.err().contains("no such file"), r.err());
+    }
+
+    @Test
+    void benchWithoutAGpuSaysWhy() {
+        org.junit.jupiter.api.Assumptions.assumeFalse(io.github.dcp4j.cuda.Cuda.availability().available(),
+                "a GPU is present");
+        Result r = run("bench", "--modes", "layer", "--batches", "1");
+        assertEquals(1, r.exitCode());
+        assertTrue(r.err().contains("bench needs a GPU"), r.err());
+    }
+
+    @Test
+    void reduceOnTheCudaEngineWithoutAGpuSaysWhyAndWritesNothing() throws IOException {
+        org.junit.jupiter.api.Assumptions.assumeFalse(io.github.dcp4j.cuda.Cuda.availability().available(),
+                "a GPU is present");
+        Path in = dir.resolve("in.safetensors");
+        try (Arena arena = Arena.ofShared()) {
+            writeInput(in, arena, 1, 1, 2, 64, DType.BF16, 3);
+        }
+        Path out = dir.resolve("out.safetensors");
+        Result r = run("reduce", "--input", in.toString(), "--output", out.toString(), "--engine", "cuda");
+        assertEquals(1, r.exitCode());
+        assertTrue(r.err().contains("no CUDA device"), r.err());
+        assertFalse(Files.exists(out));
     }
 
     @Test
