@@ -53,23 +53,9 @@ public final class Tensors {
         return new Group(o, lse);
     }
 
-    /** A contiguous copy of any view, element by element. */
-    public static TensorView copyContiguous(Arena arena, TensorView v) {
-        TensorView c = TensorView.allocate(arena, v.dtype(), v.shape());
-        long[] shape = v.shape();
-        long[] idx = new long[shape.length];
-        for (long i = 0, n = v.numel(); i < n; i++) {
-            c.storeFloat(c.offset() + i, v.getFloat(idx));
-            for (int k = shape.length - 1; k >= 0 && ++idx[k] == shape[k]; k--) {
-                idx[k] = 0;
-            }
-        }
-        return c;
-    }
-
     public static Group packedCopy(Arena arena, Group g) {
-        return new Group(g.partialO().stream().map(t -> copyContiguous(arena, t)).toList(),
-                g.partialLse().stream().map(t -> copyContiguous(arena, t)).toList());
+        return new Group(g.partialO().stream().map(t -> t.contiguousCopy(arena)).toList(),
+                g.partialLse().stream().map(t -> t.contiguousCopy(arena)).toList());
     }
 
     /** Fresh outputs for every rank, filled with a sentinel pattern that no merge produces by accident. */

@@ -138,8 +138,8 @@ public final class Benchmark implements AutoCloseable {
             for (int r = 0; r < c.cp(); r++) {
                 RandomInputs in = RandomInputs.attention(arena, random.split(), c.batch(), c.heads(), c.cp(),
                         c.headDim(), DType.BF16, 3.0);
-                o.add(c.strided() ? in.partialO() : packed(arena, in.partialO()));
-                lse.add(c.strided() ? in.partialLse() : packed(arena, in.partialLse()));
+                o.add(c.strided() ? in.partialO() : in.partialO().contiguousCopy(arena));
+                lse.add(c.strided() ? in.partialLse() : in.partialLse().contiguousCopy(arena));
                 out.add(TensorView.allocate(arena, DType.BF16, ReduceCall.outputShape(o.getLast())));
             }
             try (LoopbackCall call = engine.prepare(o, lse, out, LseMode.BASE2, stream)) {
@@ -156,19 +156,6 @@ public final class Benchmark implements AutoCloseable {
                 return new Result(c, us, floor, byteFloorMicros(c), err, host[0], host[1]);
             }
         }
-    }
-
-    private static TensorView packed(Arena arena, TensorView view) {
-        TensorView c = TensorView.allocate(arena, view.dtype(), view.shape());
-        long[] shape = view.shape();
-        long[] idx = new long[shape.length];
-        for (long i = 0, n = view.numel(); i < n; i++) {
-            c.storeFloat(i, view.getFloat(idx));
-            for (int k = shape.length - 1; k >= 0 && ++idx[k] == shape[k]; k--) {
-                idx[k] = 0;
-            }
-        }
-        return c;
     }
 
     static int callsPerGraph(Case c) {

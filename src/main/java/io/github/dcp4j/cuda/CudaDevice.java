@@ -136,11 +136,6 @@ public final class CudaDevice implements AutoCloseable {
         run(() -> Cuda.check(JCudaDriver.cuCtxSynchronize(), "cuCtxSynchronize"));
     }
 
-    /** True on this device's own thread. */
-    public boolean isDeviceThread() {
-        return Thread.currentThread() == owner;
-    }
-
     public int ordinal() {
         return ordinal;
     }

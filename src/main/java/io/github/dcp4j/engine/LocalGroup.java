@@ -1,5 +1,6 @@
 package io.github.dcp4j.engine;
 
+import io.github.dcp4j.DcpLseReduce;
 import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.ReduceCall;
 import io.github.dcp4j.op.TensorView;
@@ -68,8 +69,24 @@ public interface LocalGroup extends AutoCloseable {
         return out;
     }
 
-    /** Requires one tensor per rank in {@code tensors}. */
-    static void requireOnePerRank(String name, List<TensorView> tensors, int cpSize) {
+    /**
+     * Every rank's call of a group of {@code cpSize} ranks whose workspaces have {@code workspaceBytes} each: one
+     * tensor per rank in each list, each rank's arguments validated, before anything runs.
+     */
+    static List<ReduceCall> validateAll(List<TensorView> partialO, List<TensorView> partialLse, List<TensorView> out,
+                                        int cpSize, long workspaceBytes, LseMode mode) {
+        requireOnePerRank("partial_o", partialO, cpSize);
+        requireOnePerRank("partial_lse", partialLse, cpSize);
+        requireOnePerRank("out", out, cpSize);
+        List<ReduceCall> calls = new ArrayList<>(cpSize);
+        for (int r = 0; r < cpSize; r++) {
+            calls.add(DcpLseReduce.validate(partialO.get(r), partialLse.get(r), out.get(r), cpSize, r, workspaceBytes,
+                    r, cpSize, mode));
+        }
+        return calls;
+    }
+
+    private static void requireOnePerRank(String name, List<TensorView> tensors, int cpSize) {
         Objects.requireNonNull(tensors, name);
         if (tensors.size() != cpSize) {
             throw new IllegalArgumentException(name + " must hold one tensor per rank (" + cpSize + "); got "

@@ -71,6 +71,19 @@ public record TensorView(MemorySegment memory, DType dtype, long[] shape, long[]
         return contiguous(arena.allocate(bytes, ALLOCATION_ALIGNMENT), dtype, shape);
     }
 
+    /** A contiguous copy of this view in fresh native memory of {@code arena}, element by element. */
+    public TensorView contiguousCopy(Arena arena) {
+        TensorView copy = allocate(arena, dtype, shape);
+        long[] index = new long[shape.length];
+        for (long i = 0, n = numel(); i < n; i++) {
+            copy.storeFloat(i, loadFloat(elementOffset(index)));
+            for (int k = shape.length - 1; k >= 0 && ++index[k] == shape[k]; k--) {
+                index[k] = 0;
+            }
+        }
+        return copy;
+    }
+
     public static long[] contiguousStrides(long... shape) {
         long[] strides = new long[shape.length];
         long s = 1;

@@ -116,17 +116,12 @@ public final class CpuEngine implements LocalGroup {
     @Override
     public PreparedCall prepare(List<TensorView> partialO, List<TensorView> partialLse, List<TensorView> out,
                                 LseMode mode) {
-        int cp = cpSize();
-        LocalGroup.requireOnePerRank("partial_o", partialO, cp);
-        LocalGroup.requireOnePerRank("partial_lse", partialLse, cp);
-        LocalGroup.requireOnePerRank("out", out, cp);
-        List<ReduceCall> calls = new ArrayList<>(cp);
-        for (int r = 0; r < cp; r++) {
+        List<ReduceCall> calls = LocalGroup.validateAll(partialO, partialLse, out, cpSize(),
+                workspaces.getFirst().byteSize(), mode);
+        for (int r = 0; r < cpSize(); r++) {
             requireSharedMemory("partial_o", r, partialO.get(r));
             requireSharedMemory("partial_lse", r, partialLse.get(r));
             requireSharedMemory("out", r, out.get(r));
-            calls.add(DcpLseReduce.validate(partialO.get(r), partialLse.get(r), out.get(r), workspaces.get(r), r, cp,
-                    mode));
         }
         return new PreparedCall() {
             @Override

@@ -1,6 +1,5 @@
 package io.github.dcp4j.engine.cuda;
 
-import io.github.dcp4j.DcpLseReduce;
 import io.github.dcp4j.cuda.CudaDevice;
 import io.github.dcp4j.cuda.CudaStream;
 import io.github.dcp4j.cuda.DeviceBuffer;
@@ -226,14 +225,7 @@ public final class CudaLoopbackEngine implements LocalGroup {
                                 LseMode mode, CudaStream stream) {
         requireUsable();
         int cp = cpSize();
-        LocalGroup.requireOnePerRank("partial_o", partialO, cp);
-        LocalGroup.requireOnePerRank("partial_lse", partialLse, cp);
-        LocalGroup.requireOnePerRank("out", out, cp);
-        List<ReduceCall> calls = new ArrayList<>(cp);
-        for (int r = 0; r < cp; r++) {
-            calls.add(DcpLseReduce.validate(partialO.get(r), partialLse.get(r), out.get(r), cp, r, workspaceBytes, r,
-                    cp, mode));
-        }
+        List<ReduceCall> calls = LocalGroup.validateAll(partialO, partialLse, out, cp, workspaceBytes, mode);
         bind(stream);
         int[] allRanks = new int[cp];
         for (int r = 0; r < cp; r++) {

@@ -140,11 +140,6 @@ public final class LoopbackCall implements LocalGroup.PreparedCall {
         return d;
     }
 
-    /** Blocks in this call's grid: ranks x blocks per rank, never more than the GPU holds at once. */
-    public int grid() {
-        return grid;
-    }
-
     /** Queues the launch on the bound stream; call on the device thread (e.g. inside a graph capture). */
     public void launch() {
         requireOpen();
