@@ -173,6 +173,60 @@ class CudaLoopbackEngineTest {
         }
     }
 
+    /** Every head_dim the row limit allows, through the kernel (cp = 2), both dtypes: line packing round trips. */
+    @ParameterizedTest
+    @ValueSource(strings = {"FP16", "BF16"})
+    void everyAllowedHeadDimRoundTripsThroughTheKernel(String dtypeName) {
+        DType dtype = DType.valueOf(dtypeName);
+        SplittableRandom random = new SplittableRandom(2);
+        for (int headDim = 8; headDim * 2 <= Ll128.MAX_ROW_DATA_BYTES; headDim += 8) {
+            try (Arena arena = Arena.ofShared();
+                 CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, new WorkspaceSpec(1, 1, 2, headDim, dtype))) {
+                Tensors.Group g = Tensors.packed(arena, random, 1, 1, 2, headDim, dtype, 2.0);
+                List<TensorView> out = gpu.reduceAll(g.partialO(), g.partialLse(), LseMode.BASE2);
+                for (int r = 0; r < 2; r++) {
+                    assertClose(g, r, out.get(r), LseMode.BASE2);
+                }
+            }
+        }
+    }
+
+    /** Between calls every flag in every rank's device workspace is zero: the kernel consumed every line it got. */
+    @Test
+    void betweenCallsEveryFlagIsZero() {
+        int cp = 3;
+        WorkspaceSpec spec = new WorkspaceSpec(4, 2, cp, 200, DType.FP16);
+        WorkspaceLayout layout = spec.layout();
+        try (Arena arena = Arena.ofShared(); CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, spec)) {
+            SplittableRandom random = new SplittableRandom(13);
+            MemorySegment ws = arena.allocate(spec.bytes(), Ll128.LINE_BYTES);
+            for (int call = 0; call < 5; call++) {
+                callAndCheck(gpu, arena, Tensors.packed(arena, random, 1 + call % 4, 2, cp, 200, DType.FP16, 3.0),
+                        LseMode.BASE2);
+                for (int r = 0; r < cp; r++) {
+                    gpu.workspace(r).copyTo(0, ws);
+                    for (int slot = 0; slot < 2; slot++) {
+                        for (int src = 0; src < cp; src++) {
+                            for (int row = 0; row < layout.maxRows(); row++) {
+                                for (int line = 0; line < layout.row().dataLines(); line++) {
+                                    assertEquals(0L, Ll128Lines.getDataFlagAcquire(ws,
+                                            layout.dataLineOffset(slot, src, row, line)),
+                                            "call " + call + " rank " + r + " line " + slot + "/" + src + "/" + row
+                                                    + "/" + line);
+                                }
+                                for (int grp = 0; grp < layout.row().lineGroups(); grp++) {
+                                    long at = layout.lseLineOffset(slot, src, row, grp);
+                                    assertEquals(0L, ws.get(ValueLayout.JAVA_LONG, at));
+                                    assertEquals(0L, ws.get(ValueLayout.JAVA_LONG, at + 8));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     @Test
     void rowCountSequencesOnOneWorkspace() {
         int cp = 4;
