@@ -47,11 +47,7 @@ public record TensorView(MemorySegment memory, DType dtype, long[] shape, long[]
             throw new IllegalArgumentException("offset must be >= 0; got " + offset);
         }
         if (numel(shape) > 0) {
-            long last = offset;
-            for (int i = 0; i < shape.length; i++) {
-                last += (shape[i] - 1) * strides[i];
-            }
-            long endByte = (last + 1) * dtype.bytes();
+            long endByte = (lastElement(shape, strides, offset) + 1) * dtype.bytes();
             if (endByte > memory.byteSize()) {
                 throw new IllegalArgumentException("view shape " + Arrays.toString(shape) + " strides "
                         + Arrays.toString(strides) + " offset " + offset + " of " + dtype + " needs " + endByte
@@ -82,6 +78,19 @@ public record TensorView(MemorySegment memory, DType dtype, long[] shape, long[]
             }
         }
         return copy;
+    }
+
+    /** The element index of the view's last element (its largest, strides being non-negative); needs numel > 0. */
+    public long lastElement() {
+        return lastElement(shape, strides, offset);
+    }
+
+    private static long lastElement(long[] shape, long[] strides, long offset) {
+        long last = offset;
+        for (int i = 0; i < shape.length; i++) {
+            last += (shape[i] - 1) * strides[i];
+        }
+        return last;
     }
 
     public static long[] contiguousStrides(long... shape) {

@@ -38,13 +38,15 @@ public final class CudaLoopbackEngine implements LocalGroup {
     public static final String NAME = "cuda";
     /** How long a rank waits for a peer's line before it gives up, unless the group is opened with another. */
     public static final Duration DEFAULT_TIMEOUT = Duration.ofSeconds(10);
+    /** The launch floor's kernel: empty, launched exactly as the op's. */
+    static final String EMPTY_KERNEL = "dcp4j_empty";
+    /** Metadata bytes the host reads back: epoch, finished count and the timeout record. */
     static final int METADATA_BYTES = Ll128.TIMEOUT_LINE_OFFSET + Integer.BYTES;
+    static final ValueLayout.OfLong LE_LONG = ValueLayout.JAVA_LONG.withOrder(ByteOrder.LITTLE_ENDIAN);
 
     private final CudaDevice device;
     private final KernelModule module;
     private final Map<DType, Map<LseMode, CUfunction>> kernels = new EnumMap<>(DType.class);
-    /** The launch floor's kernel: empty, launched exactly as the op's. */
-    static final String EMPTY_KERNEL = "dcp4j_empty";
     private final CUfunction empty;
     private final List<DeviceBuffer> workspaces = new ArrayList<>();
     private final DeviceBuffer peers;
@@ -87,8 +89,6 @@ public final class CudaLoopbackEngine implements LocalGroup {
         }
         this.ownStream = new CudaStream(device);
     }
-
-    static final ValueLayout.OfLong LE_LONG = ValueLayout.JAVA_LONG.withOrder(ByteOrder.LITTLE_ENDIAN);
 
     /**
      * A group of {@code spec.cpSize()} ranks on {@code device}, each with a zeroed workspace of {@code spec.bytes()}.
@@ -179,7 +179,7 @@ public final class CudaLoopbackEngine implements LocalGroup {
 
     /** The device-side call counter of {@code rank} (metadata word 0). */
     public int epoch(int rank) {
-        return metadata(rank)[0];
+        return metadataWord(metadata(rank), Ll128.EPOCH_OFFSET);
     }
 
     /** Overwrites every rank's device-side call counter (white-box, as upstream's tests write {@code ws[:4]}). */
@@ -191,6 +191,11 @@ public final class CudaLoopbackEngine implements LocalGroup {
                 w.copyFrom(word, Ll128.EPOCH_OFFSET);
             }
         }
+    }
+
+    /** The u32 metadata word at byte {@code offset}, from words read by {@link #metadata}. */
+    private static int metadataWord(int[] words, int offset) {
+        return words[offset / Integer.BYTES];
     }
 
     /** The first metadata words of {@code rank}: epoch, finished, timeout kind, source, row, line. */
@@ -257,9 +262,11 @@ public final class CudaLoopbackEngine implements LocalGroup {
         PeerTimeoutException failure = null;
         for (int rank : launchedRanks) {
             int[] m = metadata(rank);
-            if (m[2] != 0) {
-                PeerTimeoutException e = new PeerTimeoutException(rank, m[3], m[4], m[5],
-                        m[2] == Ll128.TIMEOUT_LSE_LINE, timeout, m[0] - 1);
+            int kind = metadataWord(m, Ll128.TIMEOUT_OFFSET);
+            if (kind != 0) {
+                PeerTimeoutException e = new PeerTimeoutException(rank, metadataWord(m, Ll128.TIMEOUT_SOURCE_OFFSET),
+                        metadataWord(m, Ll128.TIMEOUT_ROW_OFFSET), metadataWord(m, Ll128.TIMEOUT_LINE_OFFSET),
+                        kind == Ll128.TIMEOUT_LSE_LINE, timeout, metadataWord(m, Ll128.EPOCH_OFFSET) - 1);
                 if (failure == null) {
                     failure = e;
                 } else {

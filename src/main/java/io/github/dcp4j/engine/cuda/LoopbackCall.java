@@ -116,13 +116,8 @@ public final class LoopbackCall implements LocalGroup.PreparedCall {
     /** Copies the elements a view spans (from its first to its last element) to the device; strides are kept. */
     private DeviceBuffer uploadView(TensorView view) {
         int elem = view.dtype().bytes();
-        long last = view.offset();
-        long[] shape = view.shape();
-        for (int i = 0; i < shape.length; i++) {
-            last += (shape[i] - 1) * view.stride(i);
-        }
         long first = view.offset() * elem;
-        long bytes = (last + 1) * elem - first;
+        long bytes = (view.lastElement() + 1) * elem - first;
         DeviceBuffer d = DeviceBuffer.allocate(engine.device(), bytes);
         buffers.add(d);
         d.copyFrom(view.memory().asSlice(first, bytes), 0);
