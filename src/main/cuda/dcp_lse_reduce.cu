@@ -113,7 +113,7 @@ __device__ void send_ll128(const LaunchArgs& a, const RankArgs& r, const CallFla
         const float lse = lane < a.line_groups ? r.partial_lse[t * r.lse_stride_token + h * r.lse_stride_head +
                                                                dst * r.lse_stride_peer]
                                                : 0.f;
-        unsigned char* peer = r.peers[dst];
+        unsigned char* peer = r.peers[dst] + r.peer_offset;
         unsigned char* lines = peer + kPayloadOffset + f.slot * a.data_slot_bytes +
                                ((long long)r.rank * a.max_rows + row) * a.data_lines * kLineBytes;
         for (int g0 = 0; g0 < (int)a.line_groups; g0 += kLinesPerGroup) {

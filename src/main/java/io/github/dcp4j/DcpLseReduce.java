@@ -49,7 +49,8 @@ public final class DcpLseReduce {
     /** Rank {@code cpRank}'s part of one call, into {@code out} ({@code [rows, D]}, contiguous, partial_o's dtype). */
     public static void reduce(TensorView partialO, TensorView partialLse, RankWorkspace workspace, int cpRank,
                               int cpSize, LseMode mode, TensorView out) {
-        workspace.execute(validate(partialO, partialLse, out, workspace, cpRank, cpSize, mode));
+        Objects.requireNonNull(workspace, "workspace");
+        workspace.reduce(partialO, partialLse, out, cpRank, cpSize, mode);
     }
 
     /** Every check of one rank's call, including those against its workspace; nothing is read or written. */

@@ -6,32 +6,26 @@ import io.github.dcp4j.cuda.CudaEvent;
 import io.github.dcp4j.cuda.CudaGraph;
 import io.github.dcp4j.cuda.CudaStream;
 import io.github.dcp4j.cuda.DeviceBuffer;
-import io.github.dcp4j.engine.cuda.CudaLoopbackEngine;
-import io.github.dcp4j.engine.cuda.LoopbackCall;
+import io.github.dcp4j.engine.cuda.KernelCall;
 import io.github.dcp4j.layout.RowLayout;
 import io.github.dcp4j.op.DType;
-import io.github.dcp4j.op.LseMode;
-import io.github.dcp4j.op.ReduceCall;
-import io.github.dcp4j.op.TensorView;
-import io.github.dcp4j.op.WorkspaceSpec;
-import io.github.dcp4j.reference.Fp64Oracle;
-import io.github.dcp4j.reference.RandomInputs;
 import jcuda.driver.JCudaDriver;
 
 import java.io.PrintWriter;
 import java.lang.foreign.Arena;
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.IdentityHashMap;
 import java.util.List;
-import java.util.SplittableRandom;
+import java.util.Map;
 import java.util.function.Consumer;
 
 /**
- * The benchmark, on one GPU in loopback (all cp ranks in one launch, so one median per case). Every time is from CUDA
- * events around queued work, after warm-up, the median of samples. Each case's floors are measured in the same run:
- * the launch floor (the empty kernel launched as the op is, in a CUDA graph) and the byte floor (the bytes the op
- * must move at the device-to-device copy bandwidth measured here).
+ * The benchmark, on any {@link Deployment} (loopback, threads, processes). Every time is from CUDA events around
+ * queued work, after warm-up, the median of samples, and per case the maximum over ranks of each rank's median. Each
+ * case's floors are measured in the same run: the launch floor (the empty kernel launched as the op is, in a CUDA
+ * graph) and the byte floor (the bytes the busiest GPU must move, at the device-to-device copy bandwidth measured
+ * here).
  */
 public final class Benchmark implements AutoCloseable {
 
@@ -83,7 +77,7 @@ public final class Benchmark implements AutoCloseable {
     }
 
     /** Sampling parameters. */
-    public record Settings(int samples, int warmup, int eagerCalls, int graphReplays, Duration timeout) {
+    public record Settings(int samples, int warmup, int eagerCalls, int graphReplays) {
     }
 
     static final int GRAPH_50_CALLS = 50;
@@ -92,20 +86,27 @@ public final class Benchmark implements AutoCloseable {
     static final long FLUSH_BYTES = 256L << 20;
     static final long COPY_BYTES = 1L << 30;
 
+    private final Deployment deployment;
     private final CudaDevice device;
     private final Settings settings;
     private final PrintWriter progress;
     private final CudaStream stream;
-    private final DeviceBuffer flush;
+    private final Map<CudaDevice, DeviceBuffer> flush = new IdentityHashMap<>();
     private final double copyBytesPerSecond;
 
-    public Benchmark(CudaDevice device, Settings settings, PrintWriter progress) {
-        this.device = device;
+    /** A benchmark of {@code deployment}'s launches; floors measured on its first GPU. */
+    public Benchmark(Deployment deployment, Settings settings, PrintWriter progress) {
+        this.deployment = deployment;
+        this.device = deployment.devices().getFirst();
         this.settings = settings;
         this.progress = progress;
         this.stream = new CudaStream(device);
-        this.flush = DeviceBuffer.allocate(device, FLUSH_BYTES);
-        this.copyBytesPerSecond = measureCopyBandwidth();
+        for (CudaDevice d : deployment.devices()) {
+            flush.computeIfAbsent(d, x -> DeviceBuffer.allocate(x, FLUSH_BYTES));
+        }
+        // one process measures while the others wait: concurrent copies from every process would share the GPU
+        this.copyBytesPerSecond = deployment.maxOverProcesses("copy-bandwidth",
+                deployment.reports() ? measureCopyBandwidth() : 0);
     }
 
     /** Device-to-device copy bandwidth, bytes read plus bytes written per second (median of samples). */
@@ -113,48 +114,53 @@ public final class Benchmark implements AutoCloseable {
         return copyBytesPerSecond;
     }
 
+    public Deployment deployment() {
+        return deployment;
+    }
+
     private double measureCopyBandwidth() {
         progress.println("floor: measuring device-to-device copy bandwidth (" + (COPY_BYTES >> 20) + " MiB)");
         progress.flush();
         try (DeviceBuffer a = DeviceBuffer.allocate(device, COPY_BYTES);
              DeviceBuffer b = DeviceBuffer.allocate(device, COPY_BYTES)) {
-            double ms = medianMillis(() -> a.copyToAsync(b, stream), 3, 20);
+            Lane copy = new Lane(device, stream);
+            double ms = medianMillis(List.of(copy), l -> a.copyToAsync(b, stream), 3, 20);
             return 2.0 * COPY_BYTES / (ms / 1e3);
         }
     }
 
-    /** Runs one case: inputs, warm-up, samples, floors, and the check of every rank against fp64. */
+    /** One launch's GPU and stream: every lane of a case runs at the same time, each timed by its own events. */
+    private record Lane(CudaDevice device, CudaStream stream) {
+    }
+
+    /**
+     * Runs one case: inputs, warm-up, samples, floors, and the check of this process's ranks against fp64. Times are
+     * the maximum over ranks (lanes, then processes) of each rank's median.
+     */
     public Result run(Case c) {
-        progress.printf("case: %s batch %d heads %d head_dim %d cp %d %s L2 %s%n", c.mode().spelling(), c.batch(),
-                c.heads(), c.headDim(), c.cp(), c.strided() ? "strided" : "packed", c.flushL2() ? "flushed" : "hot");
-        progress.flush();
-        WorkspaceSpec spec = new WorkspaceSpec(c.batch(), c.heads(), c.cp(), c.headDim(), DType.BF16);
-        try (Arena arena = Arena.ofShared();
-             CudaLoopbackEngine engine = CudaLoopbackEngine.open(device, spec, settings.timeout())) {
-            SplittableRandom random = new SplittableRandom(2026L + c.batch() * 31L + c.heads());
-            List<TensorView> o = new ArrayList<>();
-            List<TensorView> lse = new ArrayList<>();
-            List<TensorView> out = new ArrayList<>();
-            for (int r = 0; r < c.cp(); r++) {
-                RandomInputs in = RandomInputs.attention(arena, random.split(), c.batch(), c.heads(), c.cp(),
-                        c.headDim(), DType.BF16, 3.0);
-                o.add(c.strided() ? in.partialO() : in.partialO().contiguousCopy(arena));
-                lse.add(c.strided() ? in.partialLse() : in.partialLse().contiguousCopy(arena));
-                out.add(TensorView.allocate(arena, DType.BF16, ReduceCall.outputShape(o.getLast())));
+        if (deployment.reports()) {
+            progress.printf("case: %s batch %d heads %d head_dim %d cp %d %s L2 %s%n", c.mode().spelling(), c.batch(),
+                    c.heads(), c.headDim(), c.cp(), c.strided() ? "strided" : "packed",
+                    c.flushL2() ? "flushed" : "hot");
+            progress.flush();
+        }
+        try (Arena arena = Arena.ofShared(); Deployment.Prepared p = deployment.prepare(c, arena)) {
+            List<KernelCall> calls = p.lanes();
+            List<Lane> lanes = new ArrayList<>();
+            for (KernelCall k : calls) {
+                lanes.add(new Lane(k.device(), k.stream()));
             }
-            try (LoopbackCall call = engine.prepare(o, lse, out, LseMode.BASE2, stream)) {
-                double us = measure(c, call::launch);
-                double floor = graphMicros(call::launchEmpty, callsPerGraph(c));
-                call.checkTimeouts();
-                call.readOutputs();
-                double err = 0;
-                for (int r = 0; r < c.cp(); r++) {
-                    err = Math.max(err, Fp64Oracle.relativeError(out.get(r),
-                            Fp64Oracle.reduce(o, lse, r, LseMode.BASE2)));
-                }
-                double[] host = c.mode() == Mode.EAGER ? hostCost(call) : new double[] {Double.NaN, Double.NaN};
-                return new Result(c, us, floor, byteFloorMicros(c), err, host[0], host[1]);
-            }
+            double us = measure(c, lanes, i -> calls.get(i).launch());
+            double floor = graphMicros(lanes, i -> calls.get(i).launchEmpty(), callsPerGraph(c));
+            double err = p.checkOutputs();
+            double[] host = c.mode() == Mode.EAGER && calls.size() == 1 ? hostCost(calls.getFirst())
+                    : new double[] {Double.NaN, Double.NaN};
+            String key = c.mode().spelling() + "-" + c.batch() + "-" + c.heads() + "-" + c.headDim()
+                    + (c.flushL2() ? "-flushed" : "-hot");
+            return new Result(c, deployment.maxOverProcesses(key + "-us", us),
+                    deployment.maxOverProcesses(key + "-floor", floor), byteFloorMicros(c),
+                    deployment.maxOverProcesses(key + "-err", err), deployment.maxOverProcesses(key + "-host", host[0]),
+                    deployment.maxOverProcesses(key + "-host-empty", host[1]));
         }
     }
 
@@ -166,37 +172,61 @@ public final class Benchmark implements AutoCloseable {
         };
     }
 
+    /** What one lane queues for one call (on its device thread). */
+    private interface LaneWork {
+        void queue(int lane);
+    }
+
     /** µs per call in the case's mode; with L2 flushed, minus the same structure of flushes alone. */
-    private double measure(Case c, Runnable launch) {
-        Runnable one = c.flushL2() ? () -> {
-            flush.fillAsync((byte) 1, stream);
-            launch.run();
+    private double measure(Case c, List<Lane> lanes, LaneWork launch) {
+        LaneWork flushes = i -> flush.get(lanes.get(i).device()).fillAsync((byte) 1, lanes.get(i).stream());
+        LaneWork one = c.flushL2() ? i -> {
+            flushes.queue(i);
+            launch.queue(i);
         } : launch;
-        double us = modeMicros(c, one);
+        double us = modeMicros(c, lanes, one);
         if (c.flushL2()) {
-            us -= modeMicros(c, () -> flush.fillAsync((byte) 1, stream));
+            us -= modeMicros(c, lanes, flushes);
         }
         return us;
     }
 
-    private double modeMicros(Case c, Runnable one) {
+    private double modeMicros(Case c, List<Lane> lanes, LaneWork one) {
         return switch (c.mode()) {
-            case EAGER -> medianMillis(() -> repeat(one, settings.eagerCalls()), settings.warmup(),
-                    settings.samples()) * 1e3 / settings.eagerCalls();
+            case EAGER -> medianMillis(lanes, i -> repeat(() -> one.queue(i), settings.eagerCalls()),
+                    settings.warmup(), settings.samples()) * 1e3 / settings.eagerCalls();
             case GRAPH -> {
-                try (CudaGraph g = CudaGraph.capture(stream, one)) {
-                    yield medianMillis(() -> repeat(() -> g.launch(stream), settings.graphReplays()),
-                            settings.warmup(), settings.samples()) * 1e3 / settings.graphReplays();
+                List<CudaGraph> graphs = capture(lanes, one, 1);
+                try {
+                    yield medianMillis(lanes, i -> repeat(() -> graphs.get(i).launch(lanes.get(i).stream()),
+                            settings.graphReplays()), settings.warmup(), settings.samples()) * 1e3
+                            / settings.graphReplays();
+                } finally {
+                    graphs.forEach(CudaGraph::close);
                 }
             }
-            case GRAPH_50, LAYER -> graphMicros(one, callsPerGraph(c));
+            case GRAPH_50, LAYER -> graphMicros(lanes, one, callsPerGraph(c));
         };
     }
 
-    /** µs per call of {@code calls} calls captured in one graph, replayed once per sample. */
-    private double graphMicros(Runnable one, int calls) {
-        try (CudaGraph g = CudaGraph.capture(stream, () -> repeat(one, calls))) {
-            return medianMillis(() -> g.launch(stream), settings.warmup(), settings.samples()) * 1e3 / calls;
+    /** One graph per lane of {@code calls} calls each. */
+    private static List<CudaGraph> capture(List<Lane> lanes, LaneWork one, int calls) {
+        List<CudaGraph> graphs = new ArrayList<>();
+        for (int i = 0; i < lanes.size(); i++) {
+            int lane = i;
+            graphs.add(CudaGraph.capture(lanes.get(i).stream(), () -> repeat(() -> one.queue(lane), calls)));
+        }
+        return graphs;
+    }
+
+    /** µs per call of {@code calls} calls captured in one graph per lane, replayed once per sample. */
+    private double graphMicros(List<Lane> lanes, LaneWork one, int calls) {
+        List<CudaGraph> graphs = capture(lanes, one, calls);
+        try {
+            return medianMillis(lanes, i -> graphs.get(i).launch(lanes.get(i).stream()), settings.warmup(),
+                    settings.samples()) * 1e3 / calls;
+        } finally {
+            graphs.forEach(CudaGraph::close);
         }
     }
 
@@ -206,45 +236,77 @@ public final class Benchmark implements AutoCloseable {
         }
     }
 
-    /** Median over samples of the CUDA-event time of {@code work}, after {@code warmup} unmeasured runs. */
-    private double medianMillis(Runnable work, int warmup, int samples) {
-        return device.call(() -> {
-            for (int i = 0; i < warmup; i++) {
-                work.run();
+    /**
+     * The largest over lanes of the median over samples of the CUDA-event time of {@code work} on each lane, after
+     * {@code warmup} unmeasured runs. Every lane's work of a sample is queued before any is waited for.
+     */
+    private double medianMillis(List<Lane> lanes, LaneWork work, int warmup, int samples) {
+        for (int w = 0; w < warmup; w++) {
+            for (int i = 0; i < lanes.size(); i++) {
+                int lane = i;
+                lanes.get(i).device().run(() -> work.queue(lane));
             }
-            Cuda.check(JCudaDriver.cuStreamSynchronize(stream.handle()), "cuStreamSynchronize");
-            double[] ms = new double[samples];
-            try (CudaEvent start = new CudaEvent(device); CudaEvent end = new CudaEvent(device)) {
-                for (int s = 0; s < samples; s++) {
-                    start.record(stream);
-                    work.run();
-                    end.record(stream);
-                    ms[s] = CudaEvent.elapsedMillis(start, end);
+        }
+        for (Lane l : lanes) {
+            l.stream().synchronize();
+        }
+        double[][] ms = new double[lanes.size()][samples];
+        List<CudaEvent[]> events = new ArrayList<>();
+        try {
+            for (Lane l : lanes) {
+                events.add(new CudaEvent[] {new CudaEvent(l.device()), new CudaEvent(l.device())});
+            }
+            for (int s = 0; s < samples; s++) {
+                for (int i = 0; i < lanes.size(); i++) {
+                    int lane = i;
+                    Lane l = lanes.get(i);
+                    CudaEvent[] e = events.get(i);
+                    l.device().run(() -> {
+                        e[0].record(l.stream());
+                        work.queue(lane);
+                        e[1].record(l.stream());
+                    });
+                }
+                for (int i = 0; i < lanes.size(); i++) {
+                    CudaEvent[] e = events.get(i);
+                    ms[i][s] = lanes.get(i).device().call(() -> CudaEvent.elapsedMillis(e[0], e[1]));
                 }
             }
-            Arrays.sort(ms);
-            return ms[samples / 2];
-        });
+        } finally {
+            for (CudaEvent[] e : events) {
+                e[0].close();
+                e[1].close();
+            }
+        }
+        double worst = 0;
+        for (double[] lane : ms) {
+            Arrays.sort(lane);
+            worst = Math.max(worst, lane[samples / 2]);
+        }
+        return worst;
     }
 
     /**
      * Host cost of one eager launch from Java, µs: the op's launch and the bare empty cooperative launch through the
-     * same binding (time to queue a batch of launches, medians of samples).
+     * same binding (time to queue a batch of launches, medians of samples). Only where this process makes one launch
+     * (loopback, or one rank per process whose peers run the same loop); with several launches per process a lone
+     * lane would wait for the others.
      */
-    private double[] hostCost(LoopbackCall call) {
-        return device.call(() -> new double[] {hostMicros(call::launch), hostMicros(call::launchEmpty)});
+    private double[] hostCost(KernelCall call) {
+        return call.device().call(() -> new double[] {hostMicros(call, call::launch),
+            hostMicros(call, call::launchEmpty)});
     }
 
-    private double hostMicros(Runnable launch) {
+    private double hostMicros(KernelCall call, Runnable launch) {
         int batch = 20;
         double[] us = new double[settings.samples()];
         for (int s = 0; s < us.length; s++) {
-            Cuda.check(JCudaDriver.cuStreamSynchronize(stream.handle()), "cuStreamSynchronize");
+            Cuda.check(JCudaDriver.cuStreamSynchronize(call.stream().handle()), "cuStreamSynchronize");
             long t0 = System.nanoTime();
             repeat(launch, batch);
             us[s] = (System.nanoTime() - t0) / 1e3 / batch;
         }
-        Cuda.check(JCudaDriver.cuStreamSynchronize(stream.handle()), "cuStreamSynchronize");
+        Cuda.check(JCudaDriver.cuStreamSynchronize(call.stream().handle()), "cuStreamSynchronize");
         Arrays.sort(us);
         return us[us.length / 2];
     }
@@ -254,7 +316,7 @@ public final class Benchmark implements AutoCloseable {
      * written once, for all cp ranks, at the measured copy bandwidth.
      */
     public double byteFloorMicros(Case c) {
-        return bytesPerCall(c) / copyBytesPerSecond * 1e6;
+        return bytesPerCall(c) * deployment.ranksPerGpu(c.cp()) / c.cp() / copyBytesPerSecond * 1e6;
     }
 
     static double bytesPerCall(Case c) {
@@ -279,7 +341,7 @@ public final class Benchmark implements AutoCloseable {
 
     @Override
     public void close() {
-        flush.close();
+        flush.values().forEach(DeviceBuffer::close);
         stream.close();
     }
 }

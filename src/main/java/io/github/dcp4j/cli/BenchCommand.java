@@ -4,8 +4,6 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.github.dcp4j.bench.Benchmark;
-import io.github.dcp4j.cuda.Cuda;
-import io.github.dcp4j.cuda.CudaDevice;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
@@ -13,6 +11,7 @@ import picocli.CommandLine.Spec;
 
 import java.io.IOException;
 import java.io.PrintWriter;
+import java.io.Writer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -25,7 +24,10 @@ import java.util.concurrent.Callable;
 
 @Command(name = "bench", mixinStandardHelpOptions = true,
         description = {
-            "Times the op on one GPU (all cp ranks in loopback) with CUDA events: eager (N calls per sample), graph"
+            "Times the op with CUDA events (--ranks: loopback = all cp ranks in one launch on one GPU; threads = one"
+                + " launch per rank from this JVM, rank r on GPU r mod the GPU count; processes = one rank per"
+                + " process over CUDA IPC, started by `dcp4j launch --nproc N -- bench --ranks processes`, where the"
+                + " time of a case is the maximum over ranks of each rank's median): eager (N calls per sample), graph"
                 + " (1 call captured, replayed N times), graph-50 (50 calls in one graph) on the reference shapes"
                 + " (batch x heads x head_dim 1x2x64, 1x8x128, 4x8x128, 16x8x128, packed input), and layer (60 calls"
                 + " per graph at the DeepSeek-V2 decode shape: 16 heads per rank, head_dim 512, strided input) over the"
@@ -43,8 +45,17 @@ final class BenchCommand implements Callable<Integer> {
             description = "Layer-mode batches, default ${DEFAULT-VALUE}.")
     List<Integer> batches;
 
-    @Option(names = "--cp", defaultValue = "8", description = "Ranks (all on this GPU), default ${DEFAULT-VALUE}.")
+    @Option(names = "--cp", defaultValue = "8",
+            description = "Ranks, default ${DEFAULT-VALUE} (with --ranks processes: the number of processes).")
     int cp;
+
+    @Option(names = "--ranks", defaultValue = "loopback",
+            description = "Where the ranks run: loopback, threads or processes, default ${DEFAULT-VALUE}.")
+    String ranks;
+
+    @Option(names = "--timeout", defaultValue = "10s", converter = DurationConverter.class,
+            description = "How long a rank waits for a peer, default ${DEFAULT-VALUE}.")
+    Duration timeout;
 
     @Option(names = "--l2", split = ",", defaultValue = "hot,flushed", description = "hot, flushed or both (default).")
     List<String> l2;
@@ -78,27 +89,27 @@ final class BenchCommand implements Callable<Integer> {
     public Integer call() throws IOException {
         PrintWriter out = spec.commandLine().getOut();
         PrintWriter err = spec.commandLine().getErr();
-        Cuda.Availability a = Cuda.availability();
-        if (!a.available()) {
-            throw new IllegalStateException("bench needs a GPU: " + a.reason());
-        }
         if (samples < 1 || calls < 1) {
             throw new IllegalArgumentException("--samples and --calls must be >= 1; got " + samples + ", " + calls);
         }
         Map<Integer, Double> peer = peerCsv == null ? Map.of() : readPeer(peerCsv);
         List<Benchmark.Case> cases = cases();
-        try (CudaDevice device = CudaDevice.open(0);
-             Benchmark bench = new Benchmark(device, new Benchmark.Settings(samples, 10, calls, calls,
-                     Duration.ofSeconds(10)), err)) {
+        try (Ranks where = Ranks.open(ranks, cp, timeout, err);
+             Benchmark bench = new Benchmark(where.deployment(), new Benchmark.Settings(samples, 10, calls, calls),
+                     err)) {
+            boolean reports = where.deployment().reports();
+            PrintWriter table = reports ? out : new PrintWriter(Writer.nullWriter());
             String when = ZonedDateTime.now().toString();
-            out.printf("# dcp4j bench, %s, %s, bf16, cp %d in loopback, copy bandwidth %.0f GB/s (read + write), %s%n",
-                    when, device, cp, bench.copyBytesPerSecond() / 1e9, "µs per call for all ranks");
-            out.printf("%-8s %5s %5s %5s %-7s %-7s %9s %8s %7s %8s %7s %8s %7s %9s %9s%n", "mode", "batch", "heads",
+            String device = where.deployment().devices().getFirst().toString();
+            table.printf("# dcp4j bench, %s, %s, bf16, cp %d, ranks: %s (%s), copy bandwidth %.0f GB/s (read + write),"
+                    + " µs per call: max over ranks of each rank's median%n", when, device, cp,
+                    where.deployment().name(), where.deployment().describe(), bench.copyBytesPerSecond() / 1e9);
+            table.printf("%-8s %5s %5s %5s %-7s %-7s %9s %8s %7s %8s %7s %8s %7s %9s %9s%n", "mode", "batch", "heads",
                     "hdim", "input", "L2", "us/call", "launch", "x", "bytes", "x", "peer", "x", "host", "rel.err");
-            out.flush();
+            table.flush();
             List<Benchmark.Result> results = bench.runAll(cases, r -> {
                 Double p = r.c().mode() == Benchmark.Mode.LAYER && !r.c().flushL2() ? peer.get(r.c().batch()) : null;
-                out.printf("%-8s %5d %5d %5d %-7s %-7s %9.2f %8.2f %7.2f %8.2f %7.2f %8s %7s %9s %9.1e%n",
+                table.printf("%-8s %5d %5d %5d %-7s %-7s %9.2f %8.2f %7.2f %8.2f %7.2f %8s %7s %9s %9.1e%n",
                         r.c().mode().spelling(), r.c().batch(), r.c().heads(), r.c().headDim(),
                         r.c().strided() ? "strided" : "packed", r.c().flushL2() ? "flushed" : "hot", r.usPerCall(),
                         r.launchFloorUs(), r.launchRatio(), r.byteFloorUs(), r.byteRatio(),
@@ -106,17 +117,21 @@ final class BenchCommand implements Callable<Integer> {
                                 r.usPerCall() / p),
                         Double.isNaN(r.hostUsPerLaunch()) ? "-" : String.format("%.2f/%.2f", r.hostUsPerLaunch(),
                                 r.hostUsPerEmptyLaunch()), r.maxRelativeError());
-                out.flush();
+                table.flush();
             });
-            out.println("# launch: empty kernel launched as the op, in a CUDA graph; bytes: byte floor; x: ratio;"
+            table.println("# launch: empty kernel launched as the op, in a CUDA graph; bytes: byte floor; x: ratio;"
                     + " peer: unfused loopback; host (eager): µs to queue one op launch / one bare empty launch");
-            if (csv != null) {
+            table.println("# rel.err: NaN where not checked (processes mode checks batches up to 32; `check` covers the"
+                    + " rest)");
+            table.flush();
+            if (csv != null && reports) {
                 writeCsv(csv, results, peer);
             }
-            if (json != null) {
-                writeJson(json, results, peer, device.toString(), when, bench.copyBytesPerSecond());
+            if (json != null && reports) {
+                writeJson(json, results, peer, device, when, bench.copyBytesPerSecond());
             }
-            boolean accurate = results.stream().allMatch(r -> r.maxRelativeError() <= MainJob.TOLERANCE);
+            boolean accurate = results.stream().allMatch(r -> Double.isNaN(r.maxRelativeError())
+                    || r.maxRelativeError() <= MainJob.TOLERANCE);
             if (!accurate) {
                 err.println("FAILED: some case's output differs from the fp64 oracle by more than " + MainJob.TOLERANCE);
                 return 1;

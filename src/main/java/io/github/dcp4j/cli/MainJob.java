@@ -12,8 +12,10 @@ import picocli.CommandLine.Option;
 
 import java.io.PrintWriter;
 import java.lang.foreign.Arena;
+import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.SplittableRandom;
 
@@ -52,6 +54,9 @@ final class MainJob {
         }
         if (!(seconds > 0)) {
             throw new IllegalArgumentException("--seconds must be > 0; got " + seconds);
+        }
+        if (RankSetup.inEnvironment()) {
+            return runAsRank(out, err);
         }
         err.printf("dcp4j main job: DeepSeek-V2 decode shape, cp %d, %d local heads, head_dim %d, %s, lse %s,"
                 + " strided input%n", CP, LOCAL_HEADS, HEAD_DIM, DTYPE.name().toLowerCase(), MODE);
@@ -121,6 +126,90 @@ final class MainJob {
             long[] sorted = samples.stream().mapToLong(Long::longValue).sorted().toArray();
             return new Row(engine.engineName(), maxError, median(sorted) / 1e3, sorted.length);
         }
+    }
+
+    /** Calls per batch when the ranks are processes: a fixed count, since every rank must make the same calls. */
+    private static final int RANK_CALLS = 200;
+
+    /**
+     * The main job as one rank of a multi-process group (started by {@code launch}): cp = the group's size, CUDA IPC
+     * workspaces, every rank checks its own output against fp64 and times its calls (launch + wait, as the loopback
+     * figure); rank 0 prints the maximum over ranks of the errors and of the medians.
+     */
+    private int runAsRank(PrintWriter out, PrintWriter err) {
+        try (RankSetup setup = RankSetup.fromEnvironment(TIMEOUT, err)) {
+            int cp = setup.worldSize();
+            int rank = setup.rank();
+            boolean reports = rank == 0;
+            if (reports) {
+                err.printf("dcp4j main job across %d processes: DeepSeek-V2 decode shape, %d local heads, head_dim %d,"
+                        + " %s, lse %s, strided input%n", cp, LOCAL_HEADS, HEAD_DIM, DTYPE.name().toLowerCase(), MODE);
+                out.printf("%-9s %6s %13s %14s %7s%n", "engine", "batch", "max rel err", "us/call (med)", "calls");
+            }
+            double worstError = 0;
+            for (int batch : batches) {
+                WorkspaceSpec spec = new WorkspaceSpec(batch, LOCAL_HEADS, cp, HEAD_DIM, DTYPE);
+                try (Arena arena = Arena.ofShared(); var ws = setup.openWorkspaces(spec.bytes());
+                     var engine = setup.openEngine(ws, TIMEOUT)) {
+                    SplittableRandom random = new SplittableRandom(2026L * 1_000_003 + batch);
+                    List<TensorView> partialO = new ArrayList<>();
+                    List<TensorView> partialLse = new ArrayList<>();
+                    for (int r = 0; r < cp; r++) {
+                        RandomInputs in = RandomInputs.attention(arena, random.split(), batch, LOCAL_HEADS, cp,
+                                HEAD_DIM, DTYPE, 3.0);
+                        partialO.add(in.partialO());
+                        partialLse.add(in.partialLse());
+                    }
+                    TensorView mine = TensorView.allocate(arena, DTYPE, ReduceCall.outputShape(partialO.get(rank)));
+                    long[] samples = new long[RANK_CALLS];
+                    try (var call = engine.prepare(partialO.get(rank), partialLse.get(rank), mine, rank, cp, MODE)) {
+                        for (int i = 0; i < WARMUP_CALLS * 10; i++) {
+                            call.run();
+                        }
+                        for (int i = 0; i < samples.length; i++) {
+                            long t0 = System.nanoTime();
+                            call.run();
+                            samples[i] = System.nanoTime() - t0;
+                        }
+                        call.readOutputs();
+                    }
+                    Arrays.sort(samples);
+                    double error = Fp64Oracle.relativeError(mine, Fp64Oracle.reduce(partialO, partialLse, rank, MODE));
+                    double[] worst = maxOverRanks(setup, error, median(samples) / 1e3);
+                    worstError = Math.max(worstError, worst[0]);
+                    if (reports) {
+                        out.printf("%-9s %6d %13.3e %14.1f %7d%n", "cuda-ipc", batch, worst[0], worst[1],
+                                samples.length);
+                        out.flush();
+                    }
+                }
+            }
+            if (worstError > TOLERANCE) {
+                err.printf("FAILED: some rank's output differs from the fp64 oracle by more than %.0e%n", TOLERANCE);
+                return 1;
+            }
+            if (reports) {
+                err.printf("every rank of every batch matches the fp64 oracle within %.0e (relative, L2)%n",
+                        TOLERANCE);
+            }
+            return 0;
+        }
+    }
+
+    /** The maximum over ranks of each value. */
+    private static double[] maxOverRanks(RankSetup setup, double... values) {
+        ByteBuffer mine = ByteBuffer.allocate(values.length * Double.BYTES);
+        for (double v : values) {
+            mine.putDouble(v);
+        }
+        double[] max = values.clone();
+        for (byte[] b : setup.rendezvous().allGather("main-job", mine.array())) {
+            ByteBuffer other = ByteBuffer.wrap(b);
+            for (int i = 0; i < max.length; i++) {
+                max[i] = Math.max(max[i], other.getDouble());
+            }
+        }
+        return max;
     }
 
     private static double median(long[] sorted) {

@@ -3,8 +3,10 @@ package io.github.dcp4j.cuda;
 import jcuda.driver.CUcontext;
 import jcuda.driver.CUdevice;
 import jcuda.driver.CUdevice_attribute;
+import jcuda.driver.CUresult;
 import jcuda.driver.JCudaDriver;
 
+import java.lang.foreign.MemorySegment;
 import java.nio.charset.StandardCharsets;
 import java.util.concurrent.Callable;
 import java.util.concurrent.ExecutionException;
@@ -129,6 +131,55 @@ public final class CudaDevice implements AutoCloseable {
             work.run();
             return null;
         });
+    }
+
+    /** Whether kernels on this GPU can read and write {@code other}'s memory (peer access; NVLink or PCIe). */
+    public boolean canAccessPeer(CudaDevice other) {
+        if (other.ordinal == ordinal) {
+            return true;
+        }
+        int[] can = new int[1];
+        run(() -> Cuda.check(JCudaDriver.cuDeviceCanAccessPeer(can, device, other.device),
+                "cuDeviceCanAccessPeer(" + ordinal + ", " + other.ordinal + ")"));
+        return can[0] != 0;
+    }
+
+    /**
+     * Lets kernels in this device's context access {@code other}'s memory. Returns true if this call enabled it, false
+     * if it was enabled already (by the application or an earlier group), so that only the enabler disables it.
+     */
+    public boolean enablePeerAccess(CudaDevice other) {
+        return call(() -> {
+            int r = JCudaDriver.cuCtxEnablePeerAccess(other.context, 0);
+            if (r == CUresult.CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
+                return false;
+            }
+            Cuda.check(r, "cuCtxEnablePeerAccess(" + ordinal + " -> " + other.ordinal + ")");
+            return true;
+        });
+    }
+
+    /** Undoes {@link #enablePeerAccess} (only where that call returned true). */
+    public void disablePeerAccess(CudaDevice other) {
+        run(() -> Cuda.check(JCudaDriver.cuCtxDisablePeerAccess(other.context),
+                "cuCtxDisablePeerAccess(" + ordinal + " -> " + other.ordinal + ")"));
+    }
+
+    /** Copies {@code host.byteSize()} bytes from device address {@code address} into {@code host}, synchronously. */
+    public void copyToHost(long address, MemorySegment host) {
+        run(() -> Cuda.check(JCudaDriver.cuMemcpyDtoH(DeviceBuffer.hostPointer(host), Cuda.pointer(address),
+                host.byteSize()), "cuMemcpyDtoH"));
+    }
+
+    /** Copies {@code host} to device address {@code address}, synchronously. */
+    public void copyFromHost(MemorySegment host, long address) {
+        run(() -> Cuda.check(JCudaDriver.cuMemcpyHtoD(Cuda.pointer(address), DeviceBuffer.hostPointer(host),
+                host.byteSize()), "cuMemcpyHtoD"));
+    }
+
+    /** Sets {@code bytes} bytes from device address {@code address} to zero, synchronously. */
+    public void zero(long address, long bytes) {
+        run(() -> Cuda.check(JCudaDriver.cuMemsetD8(Cuda.pointer(address), (byte) 0, bytes), "cuMemsetD8"));
     }
 
     /** Waits until all work queued on this device has run. */

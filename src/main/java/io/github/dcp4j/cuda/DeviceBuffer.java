@@ -33,6 +33,10 @@ public final class DeviceBuffer implements AutoCloseable {
         return address;
     }
 
+    public CudaDevice device() {
+        return device;
+    }
+
     public long byteSize() {
         return bytes;
     }
@@ -43,9 +47,7 @@ public final class DeviceBuffer implements AutoCloseable {
 
     /** Sets every byte to zero (synchronously). */
     public void zero() {
-        device.run(() -> {
-            Cuda.check(JCudaDriver.cuMemsetD8(pointer, (byte) 0, bytes), "cuMemsetD8");
-        });
+        device.zero(address, bytes);
     }
 
     /** Queues a fill of every byte with {@code value} on {@code stream} (call on the device thread). */
@@ -65,15 +67,13 @@ public final class DeviceBuffer implements AutoCloseable {
     /** Copies {@code host} (a native segment) to {@code offset} of this buffer, synchronously. */
     public void copyFrom(MemorySegment host, long offset) {
         requireRange(offset, host.byteSize());
-        device.run(() -> Cuda.check(JCudaDriver.cuMemcpyHtoD(Cuda.pointer(address + offset), hostPointer(host),
-                host.byteSize()), "cuMemcpyHtoD"));
+        device.copyFromHost(host, address + offset);
     }
 
     /** Copies {@code host.byteSize()} bytes from {@code offset} of this buffer into {@code host}, synchronously. */
     public void copyTo(long offset, MemorySegment host) {
         requireRange(offset, host.byteSize());
-        device.run(() -> Cuda.check(JCudaDriver.cuMemcpyDtoH(hostPointer(host), Cuda.pointer(address + offset),
-                host.byteSize()), "cuMemcpyDtoH"));
+        device.copyToHost(address + offset, host);
     }
 
     private void requireRange(long offset, long length) {

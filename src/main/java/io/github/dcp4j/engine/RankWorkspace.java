@@ -1,6 +1,9 @@
 package io.github.dcp4j.engine;
 
+import io.github.dcp4j.DcpLseReduce;
+import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.ReduceCall;
+import io.github.dcp4j.op.TensorView;
 
 /**
  * One rank's workspace on some engine: the memory peers send this rank's rows into, and the engine that runs this
@@ -26,4 +29,13 @@ public interface RankWorkspace {
      * {@code call.out()}. Every rank of the group must make the same calls in the same order.
      */
     void execute(ReduceCall call);
+
+    /**
+     * Validates one rank's arguments against this workspace and runs the call ({@link #execute}). Engines whose ranks
+     * live in several processes override it to check the arguments on every rank before any launches.
+     */
+    default void reduce(TensorView partialO, TensorView partialLse, TensorView out, int cpRank, int cpSize,
+                        LseMode mode) {
+        execute(DcpLseReduce.validate(partialO, partialLse, out, this, cpRank, cpSize, mode));
+    }
 }

@@ -20,7 +20,11 @@ public final class KernelAbi {
     public record Field(String cType, String name) {
     }
 
-    /** Per-rank arguments: tensors, element strides and workspaces of one rank. */
+    /**
+     * Per-rank arguments: tensors, element strides and workspaces of one rank. {@code workspace} is this rank's own
+     * workspace; rank d's workspace is at {@code peers[d] + peer_offset} (the peer array holds the base addresses of
+     * the peers' buffers as mapped in this rank's process, as the reference's buffer pointers and offset).
+     */
     public static final List<Field> RANK_ARGS = List.of(
             new Field("const void*", "partial_o"),
             new Field("const float*", "partial_lse"),
@@ -33,6 +37,7 @@ public final class KernelAbi {
             new Field("long long", "lse_stride_peer"),
             new Field("unsigned char*", "workspace"),
             new Field("unsigned char* const*", "peers"),
+            new Field("long long", "peer_offset"),
             new Field("long long", "rank"));
 
     /** Launch-wide arguments: geometry, layout sizes and the timeout. */

@@ -46,6 +46,11 @@ public final class Ll128 {
     private Ll128() {
     }
 
+    /**
+     * Names this layout and protocol; ranks in several processes compare it before any launch, so that builds with
+     * different layouts never share workspaces. Change it whenever a constant below or the kernel's use of them does.
+     */
+    public static final String PROTOCOL_ID = "dcp4j-ll128/1";
     /** Largest cp_size (source ranks per row). */
     public static final int MAX_RANKS = 64;
     /** Slots alternate by call: a peer can run at most one call ahead. */

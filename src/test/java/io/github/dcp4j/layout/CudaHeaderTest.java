@@ -36,7 +36,7 @@ class CudaHeaderTest {
                         "offset of " + f.name() + " is asserted");
             }
         }
-        assertTrue(header.contains("static_assert(sizeof(RankArgs) == 96"));
+        assertTrue(header.contains("static_assert(sizeof(RankArgs) == 104"));
         assertEquals(120, KernelAbi.size(KernelAbi.LAUNCH_ARGS));
     }
 }

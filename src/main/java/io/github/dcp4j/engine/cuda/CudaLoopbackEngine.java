@@ -2,33 +2,24 @@ package io.github.dcp4j.engine.cuda;
 
 import io.github.dcp4j.cuda.CudaDevice;
 import io.github.dcp4j.cuda.CudaStream;
-import io.github.dcp4j.cuda.DeviceBuffer;
-import io.github.dcp4j.cuda.KernelModule;
 import io.github.dcp4j.engine.LocalGroup;
-import io.github.dcp4j.engine.PeerTimeoutException;
-import io.github.dcp4j.layout.Ll128;
-import io.github.dcp4j.op.DType;
 import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.ReduceCall;
 import io.github.dcp4j.op.TensorView;
 import io.github.dcp4j.op.WorkspaceSpec;
-import jcuda.driver.CUfunction;
+import io.github.dcp4j.peer.LoopbackWorkspaces;
+import io.github.dcp4j.peer.PeerWorkspaces;
 
-import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
-import java.nio.ByteOrder;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.EnumMap;
 import java.util.List;
-import java.util.Map;
 import java.util.Objects;
 
 /**
  * The CUDA engine in loopback: all cp ranks of a group on one GPU, in one cooperative launch of the LL128 kernel,
- * each rank a slice of the grid with its own workspace allocation, inputs and outputs. This runs the whole protocol
- * on a single GPU, peer writes included (to other ranks' workspaces on the same device).
+ * each rank a slice of the grid with its own workspace ({@link LoopbackWorkspaces}), inputs and outputs. This runs the
+ * whole protocol on a single GPU, peer writes included (to other ranks' workspaces on the same device).
  *
  * <p>Host inputs are copied to the device as they lie (strided views keep their strides: the kernel reads them
  * directly, no pack kernel). The workspaces serve one ordered stream: the first stream used binds them.
@@ -38,54 +29,31 @@ public final class CudaLoopbackEngine implements LocalGroup {
     public static final String NAME = "cuda";
     /** How long a rank waits for a peer's line before it gives up, unless the group is opened with another. */
     public static final Duration DEFAULT_TIMEOUT = Duration.ofSeconds(10);
-    /** The launch floor's kernel: empty, launched exactly as the op's. */
-    static final String EMPTY_KERNEL = "dcp4j_empty";
-    /** Metadata bytes the host reads back: epoch, finished count and the timeout record. */
-    static final int METADATA_BYTES = Ll128.TIMEOUT_LINE_OFFSET + Integer.BYTES;
-    static final ValueLayout.OfLong LE_LONG = ValueLayout.JAVA_LONG.withOrder(ByteOrder.LITTLE_ENDIAN);
 
     private final CudaDevice device;
-    private final KernelModule module;
-    private final Map<DType, Map<LseMode, CUfunction>> kernels = new EnumMap<>(DType.class);
-    private final CUfunction empty;
-    private final List<DeviceBuffer> workspaces = new ArrayList<>();
-    private final DeviceBuffer peers;
-    private final long workspaceBytes;
+    private final Kernels kernels;
+    private final LoopbackWorkspaces workspaces;
+    private final List<PeerWorkspaces> views = new ArrayList<>();
     private final Duration timeout;
-    private final int coResidentBlocks;
     private final CudaStream ownStream;
     private final boolean ownsDevice;
-    private CudaStream boundStream;
-    private volatile PeerTimeoutException poison;
-    private boolean closed;
+    private final StreamBinding binding = new StreamBinding();
+    private final WorkspaceState state = new WorkspaceState("the CUDA workspace group");
 
     private CudaLoopbackEngine(CudaDevice device, boolean ownsDevice, int cpSize, long workspaceBytes,
                                Duration timeout) {
         this.device = device;
         this.ownsDevice = ownsDevice;
-        this.workspaceBytes = workspaceBytes;
         this.timeout = timeout;
-        this.module = KernelModule.load(device);
-        for (DType dtype : new DType[] {DType.FP16, DType.BF16}) {
-            Map<LseMode, CUfunction> byMode = new EnumMap<>(LseMode.class);
-            for (LseMode mode : LseMode.values()) {
-                byMode.put(mode, module.function(kernelName(dtype, mode)));
-            }
-            kernels.put(dtype, byMode);
+        this.kernels = new Kernels(device);
+        try {
+            this.workspaces = LoopbackWorkspaces.allocate(device, cpSize, workspaceBytes);
+        } catch (RuntimeException e) {
+            kernels.close();
+            throw e;
         }
-        this.empty = module.function(EMPTY_KERNEL);
-        this.coResidentBlocks = module.coResidentBlocks(kernels.get(DType.BF16).get(LseMode.BASE2),
-                Ll128.BLOCK_THREADS);
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment addresses = arena.allocate((long) cpSize * Long.BYTES, Long.BYTES);
-            for (int r = 0; r < cpSize; r++) {
-                DeviceBuffer w = DeviceBuffer.allocate(device, workspaceBytes);
-                w.zero();
-                workspaces.add(w);
-                addresses.setAtIndex(LE_LONG, r, w.address());
-            }
-            this.peers = DeviceBuffer.allocate(device, addresses.byteSize());
-            peers.copyFrom(addresses, 0);
+        for (int r = 0; r < cpSize; r++) {
+            views.add(workspaces.rank(r));
         }
         this.ownStream = new CudaStream(device);
     }
@@ -113,20 +81,20 @@ public final class CudaLoopbackEngine implements LocalGroup {
     private static CudaLoopbackEngine open(CudaDevice device, boolean ownsDevice, WorkspaceSpec spec,
                                            Duration timeout) {
         Objects.requireNonNull(spec, "spec");
+        requirePositive(timeout);
+        return new CudaLoopbackEngine(device, ownsDevice, spec.cpSize(), spec.bytes(), timeout);
+    }
+
+    static void requirePositive(Duration timeout) {
         Objects.requireNonNull(timeout, "timeout");
         if (timeout.isNegative() || timeout.isZero()) {
             throw new IllegalArgumentException("timeout must be positive; got " + timeout);
         }
-        return new CudaLoopbackEngine(device, ownsDevice, spec.cpSize(), spec.bytes(), timeout);
     }
 
     /** As {@link #open(CudaDevice, WorkspaceSpec, Duration)} with the default 10 s timeout. */
     public static CudaLoopbackEngine open(CudaDevice device, WorkspaceSpec spec) {
         return open(device, spec, DEFAULT_TIMEOUT);
-    }
-
-    static String kernelName(DType dtype, LseMode mode) {
-        return "dcp4j_ll128_" + dtype.name().toLowerCase() + "_" + mode.spelling();
     }
 
     @Override
@@ -136,12 +104,12 @@ public final class CudaLoopbackEngine implements LocalGroup {
 
     @Override
     public String description() {
-        return cpSize() + " ranks in one cooperative launch on " + device + ", kernels from " + module.source();
+        return cpSize() + " ranks in one cooperative launch on " + device + ", kernels from " + kernels.source();
     }
 
     @Override
     public int cpSize() {
-        return workspaces.size();
+        return views.size();
     }
 
     public CudaDevice device() {
@@ -154,69 +122,24 @@ public final class CudaLoopbackEngine implements LocalGroup {
 
     /** Most blocks of the kernel resident at once on this GPU: the grid of one launch never exceeds it. */
     public int coResidentBlocks() {
-        return coResidentBlocks;
-    }
-
-    CUfunction emptyKernel() {
-        return empty;
-    }
-
-    CUfunction kernel(DType dtype, LseMode mode) {
-        return kernels.get(dtype).get(mode);
-    }
-
-    DeviceBuffer workspace(int rank) {
-        return workspaces.get(rank);
-    }
-
-    DeviceBuffer peers() {
-        return peers;
-    }
-
-    long workspaceBytes() {
-        return workspaceBytes;
+        return kernels.coResidentBlocks();
     }
 
     /** The device-side call counter of {@code rank} (metadata word 0). */
     public int epoch(int rank) {
-        return metadataWord(metadata(rank), Ll128.EPOCH_OFFSET);
+        return KernelCall.metadata(views.get(rank))[0];
     }
 
     /** Overwrites every rank's device-side call counter (white-box, as upstream's tests write {@code ws[:4]}). */
     public void forceEpoch(int epoch) {
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment word = arena.allocate(Integer.BYTES, Integer.BYTES);
-            word.set(ValueLayout.JAVA_INT.withOrder(ByteOrder.LITTLE_ENDIAN), 0, epoch);
-            for (DeviceBuffer w : workspaces) {
-                w.copyFrom(word, Ll128.EPOCH_OFFSET);
-            }
+        for (PeerWorkspaces v : views) {
+            KernelCall.forceEpoch(v, epoch);
         }
     }
 
-    /** The u32 metadata word at byte {@code offset}, from words read by {@link #metadata}. */
-    private static int metadataWord(int[] words, int offset) {
-        return words[offset / Integer.BYTES];
-    }
-
-    /** The first metadata words of {@code rank}: epoch, finished, timeout kind, source, row, line. */
-    int[] metadata(int rank) {
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment m = arena.allocate(METADATA_BYTES, Integer.BYTES);
-            workspaces.get(rank).copyTo(0, m);
-            return m.toArray(ValueLayout.JAVA_INT.withOrder(ByteOrder.LITTLE_ENDIAN));
-        }
-    }
-
-    /** Binds the workspaces to {@code stream} on first use; any other stream is refused. */
-    void bind(CudaStream stream) {
-        synchronized (this) {
-            if (boundStream == null) {
-                boundStream = stream;
-            } else if (boundStream != stream) {
-                throw new IllegalStateException("a workspace may only be used from one ordered CUDA stream; this"
-                        + " group is bound to its first stream: allocate a workspace group per concurrent stream");
-            }
-        }
+    /** Copies rank {@code rank}'s workspace (its first {@code into.byteSize()} bytes) into {@code into}. */
+    void copyWorkspace(int rank, MemorySegment into) {
+        device.copyToHost(views.get(rank).workspaceAddress(rank), into);
     }
 
     @Override
@@ -226,87 +149,51 @@ public final class CudaLoopbackEngine implements LocalGroup {
     }
 
     /** As {@link #prepare(List, List, List, LseMode)}, to run on {@code stream}. */
-    public LoopbackCall prepare(List<TensorView> partialO, List<TensorView> partialLse, List<TensorView> out,
-                                LseMode mode, CudaStream stream) {
-        requireUsable();
-        int cp = cpSize();
-        List<ReduceCall> calls = LocalGroup.validateAll(partialO, partialLse, out, cp, workspaceBytes, mode);
-        bind(stream);
-        int[] allRanks = new int[cp];
-        for (int r = 0; r < cp; r++) {
-            allRanks[r] = r;
-        }
-        return new LoopbackCall(this, calls, allRanks, stream);
+    public KernelCall prepare(List<TensorView> partialO, List<TensorView> partialLse, List<TensorView> out,
+                              LseMode mode, CudaStream stream) {
+        state.requireUsable();
+        List<ReduceCall> calls = LocalGroup.validateAll(partialO, partialLse, out, cpSize(),
+                workspaces.rank(0).workspaceBytes(), mode);
+        binding.bind(stream);
+        return new KernelCall(kernels, calls, views, stream, kernels.coResidentBlocks(), timeout, state);
     }
 
     /** A call in which only {@code ranks} take part (the others never send): the fault tests' launch. */
-    LoopbackCall prepareRanks(List<ReduceCall> calls, int[] ranks) {
-        requireUsable();
-        bind(ownStream);
-        return new LoopbackCall(this, calls, ranks, ownStream);
+    KernelCall prepareRanks(List<ReduceCall> calls, int[] ranks) {
+        state.requireUsable();
+        binding.bind(ownStream);
+        List<ReduceCall> launched = new ArrayList<>();
+        List<PeerWorkspaces> launchedViews = new ArrayList<>();
+        for (int r : ranks) {
+            launched.add(calls.get(r));
+            launchedViews.add(views.get(r));
+        }
+        return new KernelCall(kernels, launched, launchedViews, ownStream, kernels.coResidentBlocks(), timeout, state);
     }
 
-    void requireUsable() {
-        if (closed) {
-            throw new IllegalStateException("the CUDA workspace group is closed");
-        }
-        PeerTimeoutException p = poison;
-        if (p != null) {
-            throw new IllegalStateException("the workspace group is poisoned by an earlier timeout (" + p.getMessage()
-                    + "); call reset()", p);
-        }
-    }
 
-    /** Reads every launched rank's timeout record; throws the lowest rank's (others suppressed) and poisons. */
-    void checkTimeouts(int[] launchedRanks) {
-        PeerTimeoutException failure = null;
-        for (int rank : launchedRanks) {
-            int[] m = metadata(rank);
-            int kind = metadataWord(m, Ll128.TIMEOUT_OFFSET);
-            if (kind != 0) {
-                PeerTimeoutException e = new PeerTimeoutException(rank, metadataWord(m, Ll128.TIMEOUT_SOURCE_OFFSET),
-                        metadataWord(m, Ll128.TIMEOUT_ROW_OFFSET), metadataWord(m, Ll128.TIMEOUT_LINE_OFFSET),
-                        kind == Ll128.TIMEOUT_LSE_LINE, timeout, metadataWord(m, Ll128.EPOCH_OFFSET) - 1);
-                if (failure == null) {
-                    failure = e;
-                } else {
-                    failure.addSuppressed(e);
-                }
-            }
-        }
-        if (failure != null) {
-            poison = failure;
-            throw failure;
-        }
-    }
 
     /** Re-zeroes every workspace (epochs, flags and timeout records) and clears the poison. */
     @Override
     public void reset() {
-        if (closed) {
-            throw new IllegalStateException("the CUDA workspace group is closed");
-        }
+        state.requireOpen();
         device.synchronize();
-        for (DeviceBuffer w : workspaces) {
-            w.zero();
+        for (PeerWorkspaces v : views) {
+            device.zero(v.workspaceAddress(v.rank()), v.workspaceBytes());
         }
-        poison = null;
+        state.clearPoison();
     }
 
     /** Frees every workspace, the stream and the module, and the device if the group opened it. */
     @Override
     public void close() {
-        if (closed) {
+        if (!state.close()) {
             return;
         }
-        closed = true;
         ownStream.synchronize();
         ownStream.close();
-        for (DeviceBuffer w : workspaces) {
-            w.close();
-        }
-        peers.close();
-        module.close();
+        workspaces.close();
+        kernels.close();
         if (ownsDevice) {
             device.close();
         }

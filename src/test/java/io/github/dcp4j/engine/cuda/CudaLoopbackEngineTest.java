@@ -204,7 +204,7 @@ class CudaLoopbackEngineTest {
                 callAndCheck(gpu, arena, Tensors.packed(arena, random, 1 + call % 4, 2, cp, 200, DType.FP16, 3.0),
                         LseMode.BASE2);
                 for (int r = 0; r < cp; r++) {
-                    gpu.workspace(r).copyTo(0, ws);
+                    gpu.copyWorkspace(r, ws);
                     for (int slot = 0; slot < 2; slot++) {
                         for (int src = 0; src < cp; src++) {
                             for (int row = 0; row < layout.maxRows(); row++) {
@@ -309,7 +309,7 @@ class CudaLoopbackEngineTest {
              CudaStream stream = new CudaStream(device)) {
             SplittableRandom random = new SplittableRandom(8);
             List<Tensors.Group> cases = new ArrayList<>();
-            List<LoopbackCall> calls = new ArrayList<>();
+            List<KernelCall> calls = new ArrayList<>();
             List<List<TensorView>> outs = new ArrayList<>();
             for (int i = 0; i < 16; i++) {
                 Tensors.Group g = Tensors.packed(arena, random, 1 + i % 4, 16, cp, 512, DType.BF16, 3.0);
@@ -319,7 +319,7 @@ class CudaLoopbackEngineTest {
                 calls.add(gpu.prepare(g.partialO(), g.partialLse(), out, LseMode.BASE2, stream));
             }
             calls.getFirst().run(); // one eager call before capture, as upstream binds the stream
-            try (CudaGraph graph = CudaGraph.capture(stream, () -> calls.forEach(LoopbackCall::launch))) {
+            try (CudaGraph graph = CudaGraph.capture(stream, () -> calls.forEach(KernelCall::launch))) {
                 for (int replay = 0; replay < 50; replay++) {
                     graph.replay(stream, 1);
                     calls.getFirst().checkTimeouts();
@@ -332,7 +332,7 @@ class CudaLoopbackEngineTest {
                 }
             }
             assertEquals(1 + 50 * 16, gpu.epoch(0), "graph replays advance the device-side counter");
-            calls.forEach(LoopbackCall::close);
+            calls.forEach(KernelCall::close);
         }
     }
 
@@ -344,7 +344,7 @@ class CudaLoopbackEngineTest {
              CudaStream second = new CudaStream(device)) {
             Tensors.Group g = Tensors.packed(arena, new SplittableRandom(9), 1, 1, 2, 64, DType.BF16, 3.0);
             List<TensorView> out = Tensors.outputs(arena, g);
-            try (LoopbackCall call = gpu.prepare(g.partialO(), g.partialLse(), out, LseMode.BASE2, first)) {
+            try (KernelCall call = gpu.prepare(g.partialO(), g.partialLse(), out, LseMode.BASE2, first)) {
                 call.run();
             }
             IllegalStateException e = assertThrows(IllegalStateException.class,
@@ -368,7 +368,7 @@ class CudaLoopbackEngineTest {
                         spec.bytes(), r, cp, LseMode.BASE2));
             }
             long start = System.nanoTime();
-            try (LoopbackCall call = gpu.prepareRanks(calls, new int[] {0, 1, 2, 3, 4, 6, 7})) {
+            try (KernelCall call = gpu.prepareRanks(calls, new int[] {0, 1, 2, 3, 4, 6, 7})) {
                 PeerTimeoutException e = assertThrows(PeerTimeoutException.class, call::run);
                 double seconds = (System.nanoTime() - start) / 1e9;
                 assertTrue(seconds < 5, "failed within the timeout, not after " + seconds + " s");
@@ -405,11 +405,11 @@ class CudaLoopbackEngineTest {
                 calls.add(DcpLseReduce.validate(g.partialO().get(r), g.partialLse().get(r), out.get(r), cp, r,
                         spec.bytes(), r, cp, LseMode.BASE2));
             }
-            try (LoopbackCall call = gpu.prepareRanks(calls, new int[] {1})) {
+            try (KernelCall call = gpu.prepareRanks(calls, new int[] {1})) {
                 assertThrows(PeerTimeoutException.class, call::run);
             }
             MemorySegment ws = arena.allocate(spec.bytes(), Ll128.LINE_BYTES);
-            gpu.workspace(0).copyTo(0, ws);
+            gpu.copyWorkspace(0, ws);
             ValueLayout.OfLong word = ValueLayout.JAVA_LONG.withOrder(ByteOrder.LITTLE_ENDIAN);
             TensorView o1 = g.partialO().get(1);
             for (int row = 0; row < 2; row++) {

@@ -1,0 +1,51 @@
+package io.github.dcp4j.bench;
+
+import io.github.dcp4j.cuda.CudaDevice;
+import io.github.dcp4j.engine.cuda.KernelCall;
+
+import java.lang.foreign.Arena;
+import java.util.List;
+
+/**
+ * Where the benchmark's ranks run: all in one launch on one GPU (loopback), one launch per GPU from this JVM
+ * (threads, peer access), or one rank per process (processes, CUDA IPC). The benchmark times the launches of this
+ * process and takes, per case, the maximum over ranks of each rank's median.
+ */
+public interface Deployment extends AutoCloseable {
+
+    /** loopback, threads or processes. */
+    String name();
+
+    /** One line for the report. */
+    String describe();
+
+    /** The GPUs this process launches on (lane order). */
+    List<CudaDevice> devices();
+
+    /** Ranks whose kernels share the busiest GPU (the byte floor's share of the group's bytes). */
+    int ranksPerGpu(int cp);
+
+    /** Whether this process prints the report (rank 0 of a multi-process group, or the only process). */
+    boolean reports();
+
+    /** This process's launches of one case; collective across processes. */
+    Prepared prepare(Benchmark.Case c, Arena arena);
+
+    /** The maximum of {@code value} over every process of the group (collective; the value itself in one process). */
+    double maxOverProcesses(String what, double value);
+
+    /** One case's launches in this process, with a check of the outputs. */
+    interface Prepared extends AutoCloseable {
+        /** One launch per lane (each on its own stream); all lanes must run together. */
+        List<KernelCall> lanes();
+
+        /** After the runs: raises any recorded timeout, reads outputs, returns the largest relative error against fp64 */
+        double checkOutputs();
+
+        @Override
+        void close();
+    }
+
+    @Override
+    void close();
+}

@@ -1,0 +1,100 @@
+package io.github.dcp4j.bench;
+
+import io.github.dcp4j.cuda.CudaDevice;
+import io.github.dcp4j.cuda.CudaStream;
+import io.github.dcp4j.engine.cuda.CudaLoopbackEngine;
+import io.github.dcp4j.engine.cuda.KernelCall;
+import io.github.dcp4j.op.LseMode;
+import io.github.dcp4j.op.WorkspaceSpec;
+
+import java.lang.foreign.Arena;
+import java.time.Duration;
+import java.util.List;
+
+/** Every rank in one cooperative launch on one GPU ({@link CudaLoopbackEngine}). */
+public final class LoopbackDeployment implements Deployment {
+    private final CudaDevice device;
+    private final Duration timeout;
+
+    /** Loopback groups on {@code device}, which stays the caller's. */
+    public LoopbackDeployment(CudaDevice device, Duration timeout) {
+        this.device = device;
+        this.timeout = timeout;
+    }
+
+    @Override
+    public String name() {
+        return "loopback";
+    }
+
+    @Override
+    public String describe() {
+        return "cp ranks in one cooperative launch on " + device;
+    }
+
+    @Override
+    public List<CudaDevice> devices() {
+        return List.of(device);
+    }
+
+    @Override
+    public int ranksPerGpu(int cp) {
+        return cp;
+    }
+
+    @Override
+    public boolean reports() {
+        return true;
+    }
+
+    @Override
+    public Prepared prepare(Benchmark.Case c, Arena arena) {
+        BenchInputs in = BenchInputs.all(c, arena);
+        WorkspaceSpec spec = new WorkspaceSpec(c.batch(), c.heads(), c.cp(), c.headDim(), BenchInputs.DTYPE);
+        CudaLoopbackEngine engine = CudaLoopbackEngine.open(device, spec, timeout);
+        try {
+            KernelCall call = engine.prepare(in.partialO(), in.partialLse(), in.out(), LseMode.BASE2,
+                    new CudaStream(device));
+            return new Prepared() {
+                @Override
+                public List<KernelCall> lanes() {
+                    return List.of(call);
+                }
+
+                @Override
+                public double checkOutputs() {
+                    call.checkTimeouts();
+                    call.readOutputs();
+                    return in.maxRelativeError(allRanks(c.cp()));
+                }
+
+                @Override
+                public void close() {
+                    call.close();
+                    call.stream().close();
+                    engine.close();
+                }
+            };
+        } catch (RuntimeException e) {
+            engine.close();
+            throw e;
+        }
+    }
+
+    static int[] allRanks(int cp) {
+        int[] r = new int[cp];
+        for (int i = 0; i < cp; i++) {
+            r[i] = i;
+        }
+        return r;
+    }
+
+    @Override
+    public double maxOverProcesses(String what, double value) {
+        return value;
+    }
+
+    @Override
+    public void close() {
+    }
+}

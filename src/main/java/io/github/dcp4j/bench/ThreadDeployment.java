@@ -1,0 +1,101 @@
+package io.github.dcp4j.bench;
+
+import io.github.dcp4j.cuda.CudaDevice;
+import io.github.dcp4j.engine.cuda.CudaPeerGroup;
+import io.github.dcp4j.engine.cuda.KernelCall;
+import io.github.dcp4j.op.WorkspaceSpec;
+
+import java.lang.foreign.Arena;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+
+/** Every rank in this JVM, rank r on GPU r mod the GPU count, one launch per GPU ({@link CudaPeerGroup}). */
+public final class ThreadDeployment implements Deployment {
+    private final List<CudaDevice> gpus;
+    private final Duration timeout;
+
+    /** Ranks over {@code gpus} (rank r on {@code gpus.get(r % gpus.size())}); the devices stay the caller's. */
+    public ThreadDeployment(List<CudaDevice> gpus, Duration timeout) {
+        this.gpus = List.copyOf(gpus);
+        this.timeout = timeout;
+    }
+
+    private List<CudaDevice> rankDevices(int cp) {
+        List<CudaDevice> d = new ArrayList<>();
+        for (int r = 0; r < cp; r++) {
+            d.add(gpus.get(r % gpus.size()));
+        }
+        return d;
+    }
+
+    @Override
+    public String name() {
+        return "threads";
+    }
+
+    @Override
+    public String describe() {
+        return "this JVM, one launch per GPU over " + gpus.size() + " GPU(s) with peer access";
+    }
+
+    @Override
+    public List<CudaDevice> devices() {
+        return gpus;
+    }
+
+    @Override
+    public int ranksPerGpu(int cp) {
+        List<CudaDevice> d = rankDevices(cp);
+        return Collections.frequency(d, d.getFirst());
+    }
+
+    @Override
+    public boolean reports() {
+        return true;
+    }
+
+    @Override
+    public Prepared prepare(Benchmark.Case c, Arena arena) {
+        BenchInputs in = BenchInputs.all(c, arena);
+        WorkspaceSpec spec = new WorkspaceSpec(c.batch(), c.heads(), c.cp(), c.headDim(), BenchInputs.DTYPE);
+        CudaPeerGroup group = CudaPeerGroup.open(rankDevices(c.cp()), spec, timeout);
+        try {
+            CudaPeerGroup.Prepared call = group.prepare(in.partialO(), in.partialLse(), in.out(), BenchInputs.MODE);
+            return new Prepared() {
+                @Override
+                public List<KernelCall> lanes() {
+                    return call.launches();
+                }
+
+                @Override
+                public double checkOutputs() {
+                    for (KernelCall k : call.launches()) {
+                        k.checkTimeouts();
+                    }
+                    call.readOutputs();
+                    return in.maxRelativeError(LoopbackDeployment.allRanks(c.cp()));
+                }
+
+                @Override
+                public void close() {
+                    call.close();
+                    group.close();
+                }
+            };
+        } catch (RuntimeException e) {
+            group.close();
+            throw e;
+        }
+    }
+
+    @Override
+    public double maxOverProcesses(String what, double value) {
+        return value;
+    }
+
+    @Override
+    public void close() {
+    }
+}

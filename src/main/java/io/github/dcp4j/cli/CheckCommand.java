@@ -1,0 +1,319 @@
+package io.github.dcp4j.cli;
+
+import io.github.dcp4j.cuda.CudaGraph;
+import io.github.dcp4j.engine.PeerTimeoutException;
+import io.github.dcp4j.engine.cpu.CpuEngine;
+import io.github.dcp4j.engine.cuda.CudaRankEngine;
+import io.github.dcp4j.engine.cuda.KernelCall;
+import io.github.dcp4j.op.DType;
+import io.github.dcp4j.op.LseMode;
+import io.github.dcp4j.op.ReduceCall;
+import io.github.dcp4j.op.TensorView;
+import io.github.dcp4j.op.WorkspaceSpec;
+import io.github.dcp4j.peer.GroupCheck;
+import io.github.dcp4j.peer.IpcWorkspaces;
+import io.github.dcp4j.reference.Fp64Oracle;
+import io.github.dcp4j.reference.RandomInputs;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Spec;
+import picocli.CommandLine.Model.CommandSpec;
+
+import java.io.PrintWriter;
+import java.lang.foreign.Arena;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
+import java.util.concurrent.Callable;
+
+@Command(name = "check", mixinStandardHelpOptions = true,
+        description = {
+            "Runs the conformance cases as one rank of a multi-process group (start it with `dcp4j launch --nproc N"
+                + " -- check`, or under torchrun / a scheduler with RANK, WORLD_SIZE and a rendezvous set): CUDA IPC"
+                + " workspaces, cp = the group's size, and this rank's output of every call checked against the CPU"
+                + " engine and the fp64 oracle on the same inputs (every rank generates the whole group's inputs from"
+                + " the seed).",
+            "Cases: strided bf16 views over a row-count sequence 1, 3, 4, 2 on one workspace; NaN and +-inf LSE rows;"
+                + " fp16 with base-e LSEs; the call counter's wrap at 2^32; CUDA-graph replays.",
+            "--inject runs a fault drill instead: wrong-cp-rank:R (rank R passes a wrong cp_rank: every rank must refuse"
+                + " the call before launching), skip-call:R (rank R skips one call: the others must time out naming it,"
+                + " then a collective reset must make the group usable again)."})
+final class CheckCommand implements Callable<Integer> {
+    @Option(names = "--timeout", defaultValue = "10s", converter = DurationConverter.class,
+            description = "How long a rank waits for a peer (kernel and rendezvous), default ${DEFAULT-VALUE}.")
+    Duration timeout;
+
+    @Option(names = "--repeat", defaultValue = "1",
+            description = "Runs the first case this many times, printing each call (for fault drills), default"
+                    + " ${DEFAULT-VALUE}.")
+    int repeat;
+
+    @Option(names = "--inject", paramLabel = "FAULT:RANK",
+            description = "A fault drill: wrong-cp-rank:R or skip-call:R.")
+    String inject;
+
+    @Option(names = "--seed", defaultValue = "2026", description = "Seed of every case's inputs, default"
+            + " ${DEFAULT-VALUE}.")
+    long seed;
+
+    @Spec
+    CommandSpec spec;
+
+    private PrintWriter out;
+    private int rank;
+    private int cp;
+
+    @Override
+    public Integer call() {
+        out = spec.commandLine().getOut();
+        PrintWriter err = spec.commandLine().getErr();
+        if (!RankSetup.inEnvironment()) {
+            throw new IllegalArgumentException("check runs as one rank of a group: start it with `dcp4j launch --nproc"
+                    + " N -- check`, or set RANK, WORLD_SIZE and a rendezvous (docs/DEPLOYMENT.md)");
+        }
+        if (repeat < 1) {
+            throw new IllegalArgumentException("--repeat must be >= 1; got " + repeat);
+        }
+        String[] fault = parseInject();
+        try (RankSetup setup = RankSetup.fromEnvironment(timeout, err)) {
+            rank = setup.rank();
+            cp = setup.worldSize();
+            if (fault != null) {
+                return drill(setup, fault[0], Integer.parseInt(fault[1]));
+            }
+            int failures = 0;
+            failures += sequence(setup);
+            failures += specialRows(setup);
+            failures += fp16BaseE(setup);
+            failures += counterWrap(setup);
+            failures += graphReplays(setup);
+            out.printf("rank %d: %s%n", rank, failures == 0 ? "all cases passed" : failures + " check(s) FAILED");
+            out.flush();
+            return failures == 0 ? 0 : 1;
+        }
+    }
+
+    private String[] parseInject() {
+        if (inject == null) {
+            return null;
+        }
+        String[] parts = inject.split(":");
+        if (parts.length != 2 || !(parts[0].equals("wrong-cp-rank") || parts[0].equals("skip-call"))
+                || !parts[1].matches("[0-9]+")) {
+            throw new IllegalArgumentException("--inject must be wrong-cp-rank:R or skip-call:R; got '" + inject + "'");
+        }
+        return parts;
+    }
+
+    /** The whole group's inputs for one case, identical on every rank (same seed). */
+    private record Group(List<TensorView> partialO, List<TensorView> partialLse) {
+    }
+
+    private Group inputs(Arena arena, long caseSeed, int tokens, int heads, int headDim, DType dtype,
+                         boolean strided) {
+        SplittableRandom random = new SplittableRandom(seed * 1_000_003L + caseSeed);
+        List<TensorView> o = new ArrayList<>();
+        List<TensorView> lse = new ArrayList<>();
+        for (int r = 0; r < cp; r++) {
+            RandomInputs in = RandomInputs.attention(arena, random.split(), tokens, heads, cp, headDim, dtype, 3.0);
+            o.add(strided ? in.partialO() : in.partialO().contiguousCopy(arena));
+            lse.add(strided ? in.partialLse() : in.partialLse().contiguousCopy(arena));
+        }
+        return new Group(o, lse);
+    }
+
+    /** Number of failed checks of this rank's output against the CPU engine and the fp64 oracle (0 or 1). */
+    private int verify(String name, Group g, TensorView mine, LseMode mode, WorkspaceSpec spec) {
+        try (CpuEngine cpu = CpuEngine.open(spec)) {
+            TensorView expected = cpu.reduceAll(g.partialO(), g.partialLse(), mode).get(rank);
+            int differ = 0;
+            for (long i = 0; i < mine.numel(); i++) {
+                differ += mine.loadBits(i) != expected.loadBits(i) ? 1 : 0;
+            }
+            double err = Fp64Oracle.relativeError(mine, Fp64Oracle.reduce(g.partialO(), g.partialLse(), rank, mode));
+            boolean ok = err <= MainJob.TOLERANCE && differ <= mine.numel() / 20;
+            out.printf("rank %d: %-44s %s (rel err %.1e vs fp64, %d of %d elements differ from the CPU engine)%n",
+                    rank, name, ok ? "ok" : "FAILED", err, differ, mine.numel());
+            out.flush();
+            return ok ? 0 : 1;
+        }
+    }
+
+    private static WorkspaceSpec specOf(int tokens, int heads, int cp, int headDim, DType dtype) {
+        return new WorkspaceSpec(tokens, heads, cp, headDim, dtype);
+    }
+
+    /** Strided bf16 views, rows 1, 3, 4, 2 tokens on one workspace sized for 4; the first repeated --repeat times. */
+    private int sequence(RankSetup setup) {
+        int heads = 4;
+        int headDim = 512;
+        WorkspaceSpec spec = specOf(4, heads, cp, headDim, DType.BF16);
+        int failures = 0;
+        try (Arena arena = Arena.ofShared(); IpcWorkspaces ws = setup.openWorkspaces(spec.bytes());
+             CudaRankEngine engine = setup.openEngine(ws, timeout)) {
+            int[] tokens = {1, 3, 4, 2};
+            for (int i = 0; i < tokens.length; i++) {
+                Group g = inputs(arena, 10 + i, tokens[i], heads, headDim, DType.BF16, true);
+                TensorView out = TensorView.allocate(arena, DType.BF16, ReduceCall.outputShape(g.partialO().get(rank)));
+                int times = i == 0 ? repeat : 1;
+                for (int k = 0; k < times; k++) {
+                    engine.reduce(g.partialO().get(rank), g.partialLse().get(rank), out, rank, cp, LseMode.BASE2);
+                    if (times > 1) {
+                        this.out.printf("rank %d (pid %d): call %d of %d done%n", rank, ProcessHandle.current().pid(),
+                                k + 1, times);
+                        this.out.flush();
+                    }
+                }
+                WorkspaceSpec exact = specOf(tokens[i], heads, cp, headDim, DType.BF16);
+                failures += verify("strided bf16, " + tokens[i] + " token(s) of 4", g, out, LseMode.BASE2, exact);
+            }
+        }
+        return failures;
+    }
+
+    /** LSE rows of NaN, +inf and -inf (one row all -inf: zeros), bf16 base-2. */
+    private int specialRows(RankSetup setup) {
+        int tokens = 2;
+        int heads = 3;
+        int headDim = 128;
+        WorkspaceSpec spec = specOf(tokens, heads, cp, headDim, DType.BF16);
+        try (Arena arena = Arena.ofShared(); IpcWorkspaces ws = setup.openWorkspaces(spec.bytes());
+             CudaRankEngine engine = setup.openEngine(ws, timeout)) {
+            Group g = inputs(arena, 20, tokens, heads, headDim, DType.BF16, false);
+            for (int r = 0; r < cp; r++) {
+                TensorView lse = g.partialLse().get(r);
+                for (int p = 0; p < cp; p++) {
+                    lse.setFloat(Float.NEGATIVE_INFINITY, 0, 0, p);
+                    lse.setFloat(p % 2 == 0 ? Float.NaN : 1.5f, 0, 1, p);
+                    lse.setFloat(p == r % cp ? Float.POSITIVE_INFINITY : 0.25f, 1, 2, p);
+                }
+            }
+            TensorView out = TensorView.allocate(arena, DType.BF16, ReduceCall.outputShape(g.partialO().get(rank)));
+            engine.reduce(g.partialO().get(rank), g.partialLse().get(rank), out, rank, cp, LseMode.BASE2);
+            return verify("NaN / +inf / -inf LSE rows", g, out, LseMode.BASE2, spec);
+        }
+    }
+
+    /** fp16, base-e LSEs, head_dim 128, packed input. */
+    private int fp16BaseE(RankSetup setup) {
+        WorkspaceSpec spec = specOf(3, 2, cp, 128, DType.FP16);
+        try (Arena arena = Arena.ofShared(); IpcWorkspaces ws = setup.openWorkspaces(spec.bytes());
+             CudaRankEngine engine = setup.openEngine(ws, timeout)) {
+            Group g = inputs(arena, 30, 3, 2, 128, DType.FP16, false);
+            TensorView out = TensorView.allocate(arena, DType.FP16, ReduceCall.outputShape(g.partialO().get(rank)));
+            engine.reduce(g.partialO().get(rank), g.partialLse().get(rank), out, rank, cp, LseMode.BASEE);
+            return verify("fp16, base-e LSEs, packed", g, out, LseMode.BASEE, spec);
+        }
+    }
+
+    /** Six calls across the call counter's wrap (2^32 - 3 ... 2): slots and flags stay right. */
+    private int counterWrap(RankSetup setup) {
+        WorkspaceSpec spec = specOf(2, 2, cp, 64, DType.BF16);
+        int failures = 0;
+        try (Arena arena = Arena.ofShared(); IpcWorkspaces ws = setup.openWorkspaces(spec.bytes());
+             CudaRankEngine engine = setup.openEngine(ws, timeout)) {
+            engine.forceEpoch((int) ((1L << 32) - 3));
+            for (int i = 0; i < 6; i++) {
+                Group g = inputs(arena, 40 + i, 2, 2, 64, DType.BF16, true);
+                TensorView out = TensorView.allocate(arena, DType.BF16,
+                        ReduceCall.outputShape(g.partialO().get(rank)));
+                engine.reduce(g.partialO().get(rank), g.partialLse().get(rank), out, rank, cp, LseMode.BASE2);
+                failures += verify("counter wrap, call " + (i + 1) + " of 6", g, out, LseMode.BASE2, spec);
+            }
+            if (engine.epoch() != 3) {
+                out.printf("rank %d: counter wrap FAILED: epoch %d after 2^32 - 3 + 6 calls, expected 3%n", rank,
+                        engine.epoch());
+                failures++;
+            }
+        }
+        return failures;
+    }
+
+    /** One prepared call, 20 launches captured in a CUDA graph, replayed 3 times; the counter advances by 60. */
+    private int graphReplays(RankSetup setup) {
+        WorkspaceSpec spec = specOf(4, 4, cp, 256, DType.BF16);
+        try (Arena arena = Arena.ofShared(); IpcWorkspaces ws = setup.openWorkspaces(spec.bytes());
+             CudaRankEngine engine = setup.openEngine(ws, timeout)) {
+            Group g = inputs(arena, 50, 4, 4, 256, DType.BF16, true);
+            TensorView out = TensorView.allocate(arena, DType.BF16, ReduceCall.outputShape(g.partialO().get(rank)));
+            int before = engine.epoch();
+            try (KernelCall call = engine.prepare(g.partialO().get(rank), g.partialLse().get(rank), out, rank, cp,
+                    LseMode.BASE2);
+                 CudaGraph graph = CudaGraph.capture(call.stream(), () -> {
+                     for (int i = 0; i < 20; i++) {
+                         call.launch();
+                     }
+                 })) {
+                graph.replay(call.stream(), 3);
+                call.stream().synchronize();
+                call.checkTimeouts();
+                call.readOutputs();
+            }
+            int failures = verify("CUDA graph, 3 replays of 20 calls", g, out, LseMode.BASE2, spec);
+            if (engine.epoch() != before + 60) {
+                this.out.printf("rank %d: graph replays FAILED: the counter went from %d to %d, expected +60%n", rank,
+                        before, engine.epoch());
+                failures++;
+            }
+            return failures;
+        }
+    }
+
+    /** The fault drills: 0 when the group behaved as required. */
+    private int drill(RankSetup setup, String fault, int target) {
+        if (target >= cp) {
+            throw new IllegalArgumentException("--inject names rank " + target + " of a group of " + cp);
+        }
+        WorkspaceSpec spec = specOf(2, 2, cp, 128, DType.BF16);
+        try (Arena arena = Arena.ofShared(); IpcWorkspaces ws = setup.openWorkspaces(spec.bytes());
+             CudaRankEngine engine = setup.openEngine(ws, timeout)) {
+            Group g = inputs(arena, 60, 2, 2, 128, DType.BF16, true);
+            TensorView out = TensorView.allocate(arena, DType.BF16, ReduceCall.outputShape(g.partialO().get(rank)));
+            TensorView o = g.partialO().get(rank);
+            TensorView lse = g.partialLse().get(rank);
+            if (fault.equals("wrong-cp-rank")) {
+                int cpRank = rank == target ? (rank + 1) % cp : rank;
+                try {
+                    engine.reduce(o, lse, out, cpRank, cp, LseMode.BASE2);
+                    this.out.printf("rank %d: drill FAILED: the call with rank %d's wrong cp_rank was launched%n",
+                            rank, target);
+                    return 1;
+                } catch (GroupCheck.MismatchException e) {
+                    boolean named = e.getMessage().contains("rank " + target + ":");
+                    this.out.printf("rank %d: refused before launch%s: %s%n", rank, named ? "" : " (FAILED: rank "
+                            + target + " not named)", e.getMessage());
+                    if (!named) {
+                        return 1;
+                    }
+                }
+            } else {
+                if (rank != target) {
+                    long start = System.nanoTime();
+                    try {
+                        engine.reduce(o, lse, out, rank, cp, LseMode.BASE2);
+                        this.out.printf("rank %d: drill FAILED: the call completed without rank %d%n", rank, target);
+                        return 1;
+                    } catch (PeerTimeoutException e) {
+                        double s = (System.nanoTime() - start) / 1e9;
+                        boolean named = e.sourceRank() == target;
+                        this.out.printf("rank %d: timed out after %.1f s%s: %s%n", rank, s, named ? ""
+                                : " (FAILED: rank " + target + " not named)", e.getMessage());
+                        if (!named) {
+                            return 1;
+                        }
+                    }
+                } else {
+                    // the skipped call: rank target still takes part in the call check, then never launches
+                    this.out.printf("rank %d: skipping one call%n", rank);
+                    engine.prepare(o, lse, out, rank, cp, LseMode.BASE2).close();
+                }
+                engine.reset();
+                this.out.printf("rank %d: collective reset done%n", rank);
+            }
+            this.out.flush();
+            engine.reduce(o, lse, out, rank, cp, LseMode.BASE2);
+            return verify("after the drill, a normal call", g, out, LseMode.BASE2, spec);
+        }
+    }
+}

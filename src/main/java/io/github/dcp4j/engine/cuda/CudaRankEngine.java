@@ -1,0 +1,210 @@
+package io.github.dcp4j.engine.cuda;
+
+import io.github.dcp4j.DcpLseReduce;
+import io.github.dcp4j.cuda.CudaDevice;
+import io.github.dcp4j.cuda.CudaStream;
+import io.github.dcp4j.engine.RankWorkspace;
+import io.github.dcp4j.layout.Ll128;
+import io.github.dcp4j.op.LseMode;
+import io.github.dcp4j.op.ReduceCall;
+import io.github.dcp4j.op.TensorView;
+import io.github.dcp4j.peer.GroupCheck;
+import io.github.dcp4j.peer.PeerWorkspaces;
+import io.github.dcp4j.rendezvous.Rendezvous;
+
+import java.time.Duration;
+import java.util.List;
+import java.util.Objects;
+
+/**
+ * The CUDA engine for one rank of a group whose other ranks run elsewhere (other processes over CUDA IPC, or an
+ * application's symmetric memory): this rank's launch of the LL128 kernel against any {@link PeerWorkspaces}.
+ *
+ * <p>Every call is checked on every rank before any rank launches: each rank's arguments are validated locally and
+ * the verdicts and shapes exchanged through the rendezvous ({@link GroupCheck}), so that one rank passing a wrong
+ * cp_rank or another shape is refused on all of them, naming it. A prepared call ({@link #prepare}) is checked once
+ * and may then be run or captured into a CUDA graph many times.
+ *
+ * <p>The workspace serves one ordered stream (the first one used binds it). The engine does not own the workspaces:
+ * close the provider after the engine.
+ */
+public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
+    private final PeerWorkspaces view;
+    private final Rendezvous rendezvous;
+    private final Kernels kernels;
+    private final Duration timeout;
+    private final int blockBudget;
+    private final CudaStream ownStream;
+    private final StreamBinding binding = new StreamBinding();
+    private final WorkspaceState state;
+
+    private CudaRankEngine(PeerWorkspaces view, Rendezvous rendezvous, Duration timeout,
+                           int ranksSharingGpu) {
+        this.view = view;
+        this.rendezvous = rendezvous;
+        this.timeout = timeout;
+        this.kernels = new Kernels(view.device());
+        this.blockBudget = Math.max(1, kernels.coResidentBlocks() / ranksSharingGpu);
+        this.ownStream = new CudaStream(view.device());
+        this.state = new WorkspaceState("rank " + view.rank() + "'s workspace");
+    }
+
+    /**
+     * This process's rank of a group, over {@code view}'s workspaces; collective (every rank opens its engine with the
+     * same workspace size and protocol, checked through {@code rendezvous} before anything else).
+     *
+     * @param ranksSharingGpu ranks of the group whose kernels run on this GPU at the same time (several processes on
+     *                        one GPU): each rank's grid is capped at its share of the co-resident blocks
+     */
+    public static CudaRankEngine open(PeerWorkspaces view, Rendezvous rendezvous, Duration timeout,
+                                      int ranksSharingGpu) {
+        Objects.requireNonNull(view, "view");
+        Objects.requireNonNull(rendezvous, "rendezvous");
+        CudaLoopbackEngine.requirePositive(timeout);
+        if (ranksSharingGpu < 1) {
+            throw new IllegalArgumentException("ranks sharing the GPU must be >= 1; got " + ranksSharingGpu);
+        }
+        String problem = null;
+        try {
+            PeerWorkspaces.requireValid(view);
+            if (view.rank() != rendezvous.rank() || view.cpSize() != rendezvous.worldSize()) {
+                problem = "its workspaces are rank " + view.rank() + " of " + view.cpSize() + " but it joined the"
+                        + " rendezvous as rank " + rendezvous.rank() + " of " + rendezvous.worldSize();
+            }
+        } catch (IllegalArgumentException e) {
+            problem = e.getMessage();
+        }
+        GroupCheck.agree(rendezvous, "engine-open", "opening the CUDA engine on " + view.provider() + " workspaces",
+                GroupCheck.Claim.of("protocol", Ll128.PROTOCOL_ID, "cp_size", view.cpSize(), "workspace_bytes",
+                        view.workspaceBytes(), "timeout", timeout).withProblem(problem));
+        return new CudaRankEngine(view, rendezvous, timeout, ranksSharingGpu);
+    }
+
+    @Override
+    public int rank() {
+        return view.rank();
+    }
+
+    @Override
+    public int cpSize() {
+        return view.cpSize();
+    }
+
+    @Override
+    public long byteSize() {
+        return view.workspaceBytes();
+    }
+
+    @Override
+    public String engineName() {
+        return CudaLoopbackEngine.NAME;
+    }
+
+    public CudaDevice device() {
+        return view.device();
+    }
+
+    public PeerWorkspaces workspaces() {
+        return view;
+    }
+
+    /** Blocks one launch of this rank may occupy (its share of the GPU). */
+    public int blockBudget() {
+        return blockBudget;
+    }
+
+    /** The device-side call counter of this rank's workspace. */
+    public int epoch() {
+        return KernelCall.metadata(view)[0];
+    }
+
+    /**
+     * Sets every rank's device-side call counter to {@code epoch} (white-box, for counter-wrap tests); collective: the
+     * ranks meet before and after the write, so that no call of another rank sees a half-changed group.
+     */
+    public void forceEpoch(int epoch) {
+        state.requireUsable();
+        view.device().synchronize();
+        rendezvous.barrier("epoch-before");
+        KernelCall.forceEpoch(view, epoch);
+        rendezvous.barrier("epoch-after");
+    }
+
+    /**
+     * Checks this rank's call on every rank (collective) and prepares it on this engine's own stream; the result runs
+     * ({@link KernelCall#run()}) or is captured ({@link KernelCall#launch()}) as often as wanted.
+     *
+     * @throws GroupCheck.MismatchException on every rank when any rank's arguments are invalid or disagree
+     */
+    public KernelCall prepare(TensorView partialO, TensorView partialLse, TensorView out, int cpRank, int cpSize,
+                              LseMode mode) {
+        return prepare(partialO, partialLse, out, cpRank, cpSize, mode, ownStream);
+    }
+
+    /** As {@link #prepare(TensorView, TensorView, TensorView, int, int, LseMode)}, to run on {@code stream}. */
+    public KernelCall prepare(TensorView partialO, TensorView partialLse, TensorView out, int cpRank, int cpSize,
+                              LseMode mode, CudaStream stream) {
+        state.requireUsable();
+        ReduceCall call = null;
+        String problem = null;
+        try {
+            call = DcpLseReduce.validate(partialO, partialLse, out, this, cpRank, cpSize, mode);
+        } catch (IllegalArgumentException | NullPointerException e) {
+            problem = "passed cp_rank " + cpRank + " / cp_size " + cpSize + ": " + e.getMessage();
+        }
+        GroupCheck.Claim claim = call == null ? GroupCheck.Claim.of().withProblem(problem)
+                : GroupCheck.Claim.of("cp_size", call.cpSize(), "rows", call.rows(), "heads", call.heads(),
+                        "head_dim", call.headDim(), "dtype", call.dtype(), "lse_mode", call.mode().spelling());
+        GroupCheck.agree(rendezvous, "call-check", "the call", claim);
+        binding.bind(stream);
+        return new KernelCall(kernels, List.of(call), List.of(view), stream, blockBudget, timeout, state);
+    }
+
+    /** Runs one collective call (checked on every rank, launched, waited for, outputs read). */
+    @Override
+    public void execute(ReduceCall call) {
+        reduce(call.partialO(), call.partialLse(), call.out(), call.cpRank(), call.cpSize(), call.mode());
+    }
+
+    /** As {@link #execute}, from the arguments: checked on every rank before any launches. */
+    @Override
+    public void reduce(TensorView partialO, TensorView partialLse, TensorView out, int cpRank, int cpSize,
+                       LseMode mode) {
+        try (KernelCall c = prepare(partialO, partialLse, out, cpRank, cpSize, mode)) {
+            c.run();
+            c.readOutputs();
+        }
+    }
+
+
+
+    /**
+     * The collective reset after a failure: every rank waits until every rank's kernels have ended, re-zeroes its own
+     * workspace, and waits until every rank has, before anyone sends again.
+     */
+    public void reset() {
+        state.requireOpen();
+        view.device().synchronize();
+        rendezvous.barrier("reset-stopped");
+        view.device().zero(view.workspaceAddress(rank()), view.workspaceBytes());
+        rendezvous.barrier("reset-zeroed");
+        state.clearPoison();
+    }
+
+    /** Frees the engine's stream and kernels; the workspaces stay the provider's. */
+    @Override
+    public void close() {
+        if (!state.close()) {
+            return;
+        }
+        ownStream.synchronize();
+        ownStream.close();
+        kernels.close();
+    }
+
+    @Override
+    public String toString() {
+        return "CUDA rank " + rank() + " of " + cpSize() + " on " + view.device() + " (" + view.provider()
+                + " workspaces, kernels from " + kernels.source() + ")";
+    }
+}

@@ -1,0 +1,74 @@
+package io.github.dcp4j.peer;
+
+import io.github.dcp4j.cuda.CudaDevice;
+import io.github.dcp4j.cuda.DeviceBuffer;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+
+/**
+ * Every rank's workspace on one GPU, in this process: one zeroed {@code cuMemAlloc} buffer per rank. The loopback
+ * engine runs all ranks in one cooperative launch against them; {@link #rank(int)} is rank r's view.
+ */
+public final class LoopbackWorkspaces implements AutoCloseable {
+    private final CudaDevice device;
+    private final List<DeviceBuffer> buffers = new ArrayList<>();
+    private final long workspaceBytes;
+    private boolean closed;
+
+    private LoopbackWorkspaces(CudaDevice device, int cpSize, long workspaceBytes) {
+        this.device = device;
+        this.workspaceBytes = workspaceBytes;
+        try {
+            for (int r = 0; r < cpSize; r++) {
+                DeviceBuffer w = DeviceBuffer.allocate(device, workspaceBytes);
+                buffers.add(w);
+                w.zero();
+            }
+        } catch (RuntimeException e) {
+            close();
+            throw e;
+        }
+    }
+
+    /** {@code cpSize} zeroed workspaces of {@code workspaceBytes} on {@code device}. */
+    public static LoopbackWorkspaces allocate(CudaDevice device, int cpSize, long workspaceBytes) {
+        Objects.requireNonNull(device, "device");
+        if (cpSize < 1) {
+            throw new IllegalArgumentException("cp_size must be >= 1; got " + cpSize);
+        }
+        if (workspaceBytes <= 0) {
+            throw new IllegalArgumentException("workspace bytes must be > 0; got " + workspaceBytes);
+        }
+        return new LoopbackWorkspaces(device, cpSize, workspaceBytes);
+    }
+
+    public int cpSize() {
+        return buffers.size();
+    }
+
+    /** Rank {@code r}'s view of the group. */
+    public PeerWorkspaces rank(int r) {
+        if (r < 0 || r >= buffers.size()) {
+            throw new IllegalArgumentException("rank must be in [0, " + buffers.size() + "); got " + r);
+        }
+        List<Long> bases = new ArrayList<>();
+        for (DeviceBuffer b : buffers) {
+            bases.add(b.address());
+        }
+        return new GroupView("loopback", device, r, bases, workspaceBytes);
+    }
+
+    /** Frees every workspace; no launch may be in flight. */
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        for (DeviceBuffer b : buffers) {
+            b.close();
+        }
+    }
+}

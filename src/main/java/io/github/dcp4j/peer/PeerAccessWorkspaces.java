@@ -1,0 +1,109 @@
+package io.github.dcp4j.peer;
+
+import io.github.dcp4j.cuda.CudaDevice;
+import io.github.dcp4j.cuda.DeviceBuffer;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+
+/**
+ * One JVM driving several GPUs, rank r on {@code devices.get(r)}: every rank's workspace is a zeroed buffer on its own
+ * GPU, and peer access is enabled between every pair of distinct GPUs (refused with a clear error, before anything is
+ * allocated, where the driver reports no peer access). Ranks may share a GPU (no peer access is needed between them).
+ * Peer access this group enabled is disabled again on close; access the application had enabled stays.
+ */
+public final class PeerAccessWorkspaces implements AutoCloseable {
+    private final List<CudaDevice> devices;
+    private final List<DeviceBuffer> buffers = new ArrayList<>();
+    private final List<CudaDevice[]> enabled = new ArrayList<>();
+    private final long workspaceBytes;
+    private boolean closed;
+
+    private PeerAccessWorkspaces(List<CudaDevice> devices, long workspaceBytes) {
+        this.devices = List.copyOf(devices);
+        this.workspaceBytes = workspaceBytes;
+        try {
+            for (CudaDevice a : distinct(devices)) {
+                for (CudaDevice b : distinct(devices)) {
+                    if (a != b && a.enablePeerAccess(b)) {
+                        enabled.add(new CudaDevice[] {a, b});
+                    }
+                }
+            }
+            for (CudaDevice d : devices) {
+                DeviceBuffer w = DeviceBuffer.allocate(d, workspaceBytes);
+                buffers.add(w);
+                w.zero();
+            }
+        } catch (RuntimeException e) {
+            close();
+            throw e;
+        }
+    }
+
+    /**
+     * Rank r's zeroed workspace of {@code workspaceBytes} on {@code devices.get(r)}, with peer access between every
+     * pair of distinct GPUs. The devices stay the caller's.
+     */
+    public static PeerAccessWorkspaces allocate(List<CudaDevice> devices, long workspaceBytes) {
+        Objects.requireNonNull(devices, "devices");
+        if (devices.isEmpty()) {
+            throw new IllegalArgumentException("devices must name one GPU per rank; got none");
+        }
+        if (workspaceBytes <= 0) {
+            throw new IllegalArgumentException("workspace bytes must be > 0; got " + workspaceBytes);
+        }
+        for (CudaDevice a : distinct(devices)) {
+            for (CudaDevice b : distinct(devices)) {
+                if (a != b && !a.canAccessPeer(b)) {
+                    throw new IllegalArgumentException(a + " cannot access " + b + " (the driver reports no peer"
+                            + " access between them): in-process ranks need peer access between every pair of GPUs,"
+                            + " and LL128 needs NVLink");
+                }
+            }
+        }
+        return new PeerAccessWorkspaces(devices, workspaceBytes);
+    }
+
+    private static List<CudaDevice> distinct(List<CudaDevice> devices) {
+        List<CudaDevice> d = new ArrayList<>();
+        for (CudaDevice x : devices) {
+            if (!d.contains(x)) {
+                d.add(x);
+            }
+        }
+        return d;
+    }
+
+    public int cpSize() {
+        return devices.size();
+    }
+
+    /** Rank {@code r}'s view: its GPU and every rank's workspace address (valid in every context of this process). */
+    public PeerWorkspaces rank(int r) {
+        if (r < 0 || r >= devices.size()) {
+            throw new IllegalArgumentException("rank must be in [0, " + devices.size() + "); got " + r);
+        }
+        List<Long> bases = new ArrayList<>();
+        for (DeviceBuffer b : buffers) {
+            bases.add(b.address());
+        }
+        return new GroupView("peer-access", devices.get(r), r, bases, workspaceBytes);
+    }
+
+    /** Frees every workspace and disables the peer access this group enabled; no launch may be in flight. */
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        for (DeviceBuffer b : buffers) {
+            b.close();
+        }
+        for (CudaDevice[] pair : enabled) {
+            pair[0].disablePeerAccess(pair[1]);
+        }
+    }
+}

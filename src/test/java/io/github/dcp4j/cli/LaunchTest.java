@@ -1,0 +1,144 @@
+package io.github.dcp4j.cli;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.io.Writer;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** {@code dcp4j launch} with real child JVMs, without a GPU: the rendezvous through {@code ping}, and fail-fast. */
+@Timeout(value = 120, unit = TimeUnit.SECONDS)
+class LaunchTest {
+
+    record Run(int code, String out, String err) {
+    }
+
+    static Run dcp4j(String... args) {
+        StringWriter out = new StringWriter();
+        StringWriter err = new StringWriter();
+        int code = Main.run(args, new PrintWriter(out, true), new PrintWriter(err, true));
+        return new Run(code, out.toString(), err.toString());
+    }
+
+    @Test
+    void threeJvmsMeetOverTcpWithEachOutputLinePrefixedByItsRank() {
+        Run r = dcp4j("launch", "--nproc", "3", "--", "ping");
+        assertEquals(0, r.code(), r.err() + r.out());
+        for (int rank = 0; rank < 3; rank++) {
+            assertTrue(r.out().contains("[rank " + rank + "] rank " + rank + " (pid "), r.out());
+        }
+        assertTrue(r.out().contains("[rank 0] group of 3 via TCP store at 127.0.0.1:"), r.out());
+        assertTrue(r.err().contains("launch: all 3 rank(s) exited with 0"), r.err());
+    }
+
+    @Test
+    void ranksMayDifferFromTheStartOrderInADirectoryRendezvous() {
+        Run r = dcp4j("launch", "--nproc", "3", "--rendezvous", "dir", "--rank-map", "2,0,1", "--", "ping");
+        assertEquals(0, r.code(), r.err() + r.out());
+        assertTrue(r.out().contains("[rank 0] group of 3 via directory "), r.out());
+    }
+
+    @Test
+    void aRankThatFailsStopsTheOthersAtOnce() {
+        long start = System.nanoTime();
+        Run r = dcp4j("launch", "--nproc", "3", "--", "ping", "--fail-rank", "1", "--hold", "60s");
+        double seconds = (System.nanoTime() - start) / 1e9;
+        assertEquals(1, r.code(), r.err());
+        assertTrue(r.err().contains("exited with code 3"), r.err());
+        assertTrue(r.err().contains("launch: stopping the other 2 rank(s)"), r.err());
+        assertTrue(seconds < 40, "stopped the holding ranks, not waited " + seconds + " s");
+        assertEquals(0, ProcessHandle.current().descendants().count(), "no rank is left running");
+    }
+
+    /** A child killed from outside (as by the OOM killer): the launcher names it and stops the others. */
+    @Test
+    void aKilledRankIsNamedAndTheOthersAreStopped() throws Exception {
+        List<String> lines = new CopyOnWriteArrayList<>();
+        Pattern holding = Pattern.compile("\\[rank 1] rank 1 \\(pid (\\d+)\\) holding");
+        long[] victim = {-1};
+        Writer watcher = new Writer() {
+            private final StringBuilder line = new StringBuilder();
+
+            @Override
+            public void write(char[] c, int off, int len) {
+                for (int i = off; i < off + len; i++) {
+                    if (c[i] != '\n') {
+                        line.append(c[i]);
+                        continue;
+                    }
+                    String l = line.toString();
+                    line.setLength(0);
+                    lines.add(l);
+                    Matcher m = holding.matcher(l);
+                    if (m.find() && victim[0] < 0) {
+                        victim[0] = Long.parseLong(m.group(1));
+                        ProcessHandle.of(victim[0]).ifPresent(ProcessHandle::destroyForcibly);
+                    }
+                }
+            }
+
+            @Override
+            public void flush() {
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+        StringWriter err = new StringWriter();
+        long start = System.nanoTime();
+        int code = CompletableFuture.supplyAsync(() -> Main.run(new String[] {"launch", "--nproc", "3", "--", "ping",
+            "--hold", "60s"}, new PrintWriter(watcher, true), new PrintWriter(err, true))).get(100, TimeUnit.SECONDS);
+        double seconds = (System.nanoTime() - start) / 1e9;
+        assertTrue(victim[0] > 0, "rank 1 never held: " + lines);
+        assertEquals(1, code, err.toString());
+        assertTrue(err.toString().contains("rank 1 (pid " + victim[0] + ") was killed by signal 9"), err.toString());
+        assertTrue(err.toString().contains("stopping the other 2 rank(s)"), err.toString());
+        assertTrue(seconds < 40, "stopped the holding ranks, not waited " + seconds + " s");
+        assertEquals(0, ProcessHandle.current().descendants().count(), "no rank is left running");
+    }
+
+    @Test
+    void badLaunchArgumentsAreRefusedBeforeAnyChildStarts() {
+        Run map = dcp4j("launch", "--nproc", "3", "--rank-map", "0,1,1", "--", "ping");
+        assertEquals(1, map.code());
+        assertTrue(map.err().contains("--rank-map must be a permutation of 0..2; got [0, 1, 1]"), map.err());
+        Run nested = dcp4j("launch", "--nproc", "2", "--", "launch", "--nproc", "2", "--", "ping");
+        assertEquals(1, nested.code());
+        assertTrue(nested.err().contains("a launched rank cannot launch again"), nested.err());
+        Run none = dcp4j("launch", "--nproc", "0", "--", "ping");
+        assertTrue(none.err().contains("--nproc must be >= 1; got 0"), none.err());
+        Run kind = dcp4j("launch", "--nproc", "2", "--rendezvous", "mpi", "--", "ping");
+        assertTrue(kind.err().contains("--rendezvous must be tcp or dir; got 'mpi'"), kind.err());
+    }
+
+    @Test
+    void rankCommandsOutsideAGroupSayHowToStartThem() {
+        Run check = dcp4j("check");
+        assertEquals(1, check.code());
+        assertTrue(check.err().contains("start it with `dcp4j launch --nproc N -- check`"), check.err());
+        Run bench = dcp4j("bench", "--ranks", "processes");
+        assertEquals(1, bench.code());
+        assertTrue(bench.err().contains("dcp4j launch --nproc 8 -- bench --ranks processes"), bench.err());
+    }
+
+    /** Without a driver, every rank of a GPU command fails with the reason, and the launcher reports it. */
+    @Test
+    void withoutAGpuEveryRankOfCheckFailsWithTheReason() {
+        org.junit.jupiter.api.Assumptions.assumeFalse(io.github.dcp4j.cuda.Cuda.availability().available(),
+                "a GPU is present");
+        Run r = dcp4j("launch", "--nproc", "2", "--", "check", "--timeout", "1s");
+        assertEquals(1, r.code());
+        assertTrue(r.out().contains("needs a GPU"), r.out());
+    }
+}

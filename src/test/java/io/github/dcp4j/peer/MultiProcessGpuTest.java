@@ -1,0 +1,293 @@
+package io.github.dcp4j.peer;
+
+import io.github.dcp4j.Tensors;
+import io.github.dcp4j.cli.Main;
+import io.github.dcp4j.cuda.Cuda;
+import io.github.dcp4j.cuda.CudaDevice;
+import io.github.dcp4j.cuda.DeviceBuffer;
+import io.github.dcp4j.engine.cpu.CpuEngine;
+import io.github.dcp4j.engine.cuda.CudaPeerGroup;
+import io.github.dcp4j.engine.cuda.CudaRankEngine;
+import io.github.dcp4j.op.DType;
+import io.github.dcp4j.op.LseMode;
+import io.github.dcp4j.op.TensorView;
+import io.github.dcp4j.op.WorkspaceSpec;
+import io.github.dcp4j.reference.Fp64Oracle;
+import io.github.dcp4j.rendezvous.DirectoryRendezvous;
+import io.github.dcp4j.rendezvous.Rendezvous;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.io.Writer;
+import java.lang.foreign.Arena;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * The peer-workspace providers on real GPUs: child processes over CUDA IPC (through {@code dcp4j launch}, with and
+ * without MPS: the launch line says which), external addresses, and in-process peer groups. Tests that need two or
+ * more GPUs skip with the reason where fewer are present. Skipped where no CUDA driver loads.
+ */
+@Tag("gpu")
+@Timeout(value = 300, unit = TimeUnit.SECONDS)
+class MultiProcessGpuTest {
+
+    private static Cuda.Availability requireGpus(int n) {
+        Cuda.Availability a = Cuda.availability();
+        Assumptions.assumeTrue(a.available(), () -> "no CUDA device: " + a.reason());
+        Assumptions.assumeTrue(a.deviceCount() >= n, () -> "needs " + n + " GPUs; this machine has "
+                + a.deviceCount());
+        return a;
+    }
+
+    /** Output of one in-process {@code dcp4j} run and its exit code. */
+    record Run(int code, String out, String err) {
+        long count(String s) {
+            return out.lines().filter(l -> l.contains(s)).count();
+        }
+    }
+
+    static Run dcp4j(String... args) {
+        StringWriter out = new StringWriter();
+        StringWriter err = new StringWriter();
+        int code = Main.run(args, new PrintWriter(out, true), new PrintWriter(err, true));
+        System.out.println("$ dcp4j " + String.join(" ", args) + "  -> exit " + code);
+        System.out.println(err);
+        System.out.println(out);
+        return new Run(code, out.toString(), err.toString());
+    }
+
+    @ParameterizedTest(name = "{0} processes on GPU(s) r mod count")
+    @ValueSource(ints = {2, 4, 8})
+    void ipcGroupsPassEveryCase(int n) {
+        requireGpus(1);
+        Run r = dcp4j("launch", "--nproc", "" + n, "--", "check");
+        assertEquals(0, r.code(), r.err());
+        assertEquals(n, r.count("all cases passed"), r.out());
+    }
+
+    @Test
+    void ranksThatDifferFromTheLaunchOrderPass() {
+        requireGpus(1);
+        Run r = dcp4j("launch", "--nproc", "4", "--rank-map", "2,0,3,1", "--rendezvous", "dir", "--", "check");
+        assertEquals(0, r.code(), r.err());
+        assertEquals(4, r.count("all cases passed"), r.out());
+    }
+
+    @Test
+    void aWrongCpRankIsRefusedOnEveryRankBeforeAnyLaunch() {
+        requireGpus(1);
+        Run r = dcp4j("launch", "--nproc", "4", "--", "check", "--inject", "wrong-cp-rank:2");
+        assertEquals(0, r.code(), r.err());
+        assertEquals(4, r.count("refused before launch: the call refused on every rank"), r.out());
+        assertEquals(4, r.count("rank 2: passed cp_rank 3"), r.out());
+        assertEquals(4, r.count("after the drill, a normal call"), r.out());
+    }
+
+    @Test
+    void aRankThatSkipsACallIsNamedByTheOthersAndAResetRecovers() {
+        requireGpus(1);
+        Run r = dcp4j("launch", "--nproc", "4", "--", "check", "--inject", "skip-call:1", "--timeout", "2s");
+        assertEquals(0, r.code(), r.err());
+        assertEquals(3, r.count("source rank 1"), r.out());
+        assertEquals(4, r.count("collective reset done"), r.out());
+        assertEquals(4, r.count("after the drill, a normal call"), r.out());
+    }
+
+    /** Kills rank 2 mid-run: every other rank fails within its timeout naming rank 2, and nothing is left running. */
+    @Test
+    void killingARankMidRunFailsTheOthersNamingIt() throws Exception {
+        requireGpus(1);
+        List<String> lines = new CopyOnWriteArrayList<>();
+        Pattern call = Pattern.compile("\\[rank 2] rank 2 \\(pid (\\d+)\\): call 3 of");
+        long[] victim = {-1};
+        Writer watcher = new Writer() {
+            private final StringBuilder line = new StringBuilder();
+
+            @Override
+            public void write(char[] c, int off, int len) {
+                for (int i = off; i < off + len; i++) {
+                    if (c[i] == '\n') {
+                        String l = line.toString();
+                        lines.add(l);
+                        Matcher m = call.matcher(l);
+                        if (m.find() && victim[0] < 0) {
+                            victim[0] = Long.parseLong(m.group(1));
+                            ProcessHandle.of(victim[0]).ifPresent(ProcessHandle::destroyForcibly);
+                        }
+                        line.setLength(0);
+                    } else {
+                        line.append(c[i]);
+                    }
+                }
+            }
+
+            @Override
+            public void flush() {
+            }
+
+            @Override
+            public void close() {
+            }
+        };
+        StringWriter err = new StringWriter();
+        long start = System.nanoTime();
+        CompletableFuture<Integer> launch = CompletableFuture.supplyAsync(() -> Main.run(new String[] {"launch",
+            "--nproc", "4", "--keep-going", "--", "check", "--repeat", "100000", "--timeout", "3s"},
+                new PrintWriter(watcher, true), new PrintWriter(err, true)));
+        int code = launch.get(120, TimeUnit.SECONDS);
+        double seconds = (System.nanoTime() - start) / 1e9;
+        String out = String.join("\n", lines);
+        System.out.println(err);
+        System.out.println(out.lines().filter(l -> !l.contains(": call ")).reduce("", (a, b) -> a + b + "\n"));
+        assertTrue(victim[0] > 0, "rank 2 never reached its third call");
+        assertEquals(1, code, err.toString());
+        assertTrue(err.toString().contains("rank 2 (pid " + victim[0] + ") was killed by signal 9"), err.toString());
+        for (int r : new int[] {0, 1, 3}) {
+            String prefix = "[rank " + r + "] dcp4j check: error: ";
+            assertTrue(lines.stream().anyMatch(l -> l.startsWith(prefix)
+                            && (l.contains("source rank 2") || l.contains("rank(s) [2]"))),
+                    "rank " + r + " failed naming rank 2:\n" + out);
+        }
+        assertTrue(seconds < 60, "the group failed within its timeouts, not after " + seconds + " s");
+        assertEquals(0, ProcessHandle.current().descendants().count(), "no rank is left running");
+    }
+
+    /** External addresses: the test allocates the workspaces itself (offset 256 inside each buffer). */
+    @Test
+    void externalAddressesMatchTheCpuEngine(@TempDir Path dir) throws Exception {
+        requireGpus(1);
+        int cp = 3;
+        long offset = 256;
+        WorkspaceSpec spec = new WorkspaceSpec(2, 4, cp, 256, DType.BF16);
+        List<CudaDevice> devices = new ArrayList<>();
+        List<DeviceBuffer> buffers = new ArrayList<>();
+        ExecutorService ranks = Executors.newFixedThreadPool(cp);
+        try (Arena arena = Arena.ofShared()) {
+            for (int r = 0; r < cp; r++) {
+                devices.add(CudaDevice.open(0)); // one device thread per rank: each rank's run waits on its own
+                DeviceBuffer b = DeviceBuffer.allocate(devices.get(r), spec.bytes() + offset);
+                b.zero();
+                buffers.add(b);
+            }
+            List<Long> bases = buffers.stream().map(DeviceBuffer::address).toList();
+            Tensors.Group g = Tensors.strided(arena, new SplittableRandom(77), 2, 4, cp, 256, DType.BF16, 3.0);
+            List<TensorView> out = Tensors.outputs(arena, g);
+            List<Future<?>> done = new ArrayList<>();
+            for (int r = 0; r < cp; r++) {
+                int rank = r;
+                done.add(ranks.submit(() -> {
+                    try (Rendezvous rv = new DirectoryRendezvous(dir, "external-test", rank, cp,
+                            Duration.ofSeconds(30));
+                         CudaRankEngine engine = CudaRankEngine.open(new ExternalWorkspaces(devices.get(rank), rank,
+                                 bases, offset, spec.bytes()), rv, Duration.ofSeconds(10), cp)) {
+                        for (int call = 0; call < 3; call++) {
+                            engine.reduce(g.partialO().get(rank), g.partialLse().get(rank), out.get(rank), rank, cp,
+                                    LseMode.BASE2);
+                        }
+                    }
+                    return null;
+                }));
+            }
+            for (Future<?> f : done) {
+                f.get(120, TimeUnit.SECONDS);
+            }
+            try (CpuEngine cpu = CpuEngine.open(spec)) {
+                List<TensorView> expected = cpu.reduceAll(g.partialO(), g.partialLse(), LseMode.BASE2);
+                for (int r = 0; r < cp; r++) {
+                    assertMatchesCpu(g, r, expected.get(r), out.get(r));
+                }
+            }
+        } finally {
+            ranks.shutdownNow();
+            buffers.forEach(DeviceBuffer::close);
+            devices.forEach(CudaDevice::close);
+        }
+    }
+
+    /** The in-process peer group with every rank on GPU 0: one launch per rank, side by side on one GPU. */
+    @Test
+    void peerGroupWithRanksSharingOneGpuMatchesTheCpuEngine() {
+        requireGpus(1);
+        peerGroupMatchesTheCpuEngine(1);
+    }
+
+    @Test
+    void peerGroupOverEveryGpuMatchesTheCpuEngine() {
+        Cuda.Availability a = requireGpus(2);
+        peerGroupMatchesTheCpuEngine(a.deviceCount());
+    }
+
+    @Test
+    void oneProcessPerGpuPassesEveryCase() {
+        Cuda.Availability a = requireGpus(2);
+        Run r = dcp4j("launch", "--nproc", "" + a.deviceCount(), "--", "check");
+        assertEquals(0, r.code(), r.err());
+        assertEquals(a.deviceCount(), r.count("all cases passed"), r.out());
+    }
+
+    /** As the loopback tests: within 1e-2 of fp64, and at most 1 element in 20 off the CPU engine's bits. */
+    private static void assertMatchesCpu(Tensors.Group g, int rank, TensorView cpu, TensorView gpu) {
+        double err = Fp64Oracle.relativeError(gpu, Fp64Oracle.reduce(g.partialO(), g.partialLse(), rank,
+                LseMode.BASE2));
+        assertTrue(err <= 1e-2, "rank " + rank + ": relative error " + err + " against fp64");
+        short[] a = Tensors.bits(cpu);
+        short[] b = Tensors.bits(gpu);
+        int differ = 0;
+        for (int i = 0; i < a.length; i++) {
+            differ += a[i] != b[i] ? 1 : 0;
+        }
+        assertTrue(differ <= a.length / 20, "rank " + rank + ": " + differ + " of " + a.length
+                + " elements differ from the CPU engine");
+    }
+
+    private static void peerGroupMatchesTheCpuEngine(int gpus) {
+        int cp = 4;
+        List<CudaDevice> open = new ArrayList<>();
+        try (Arena arena = Arena.ofShared()) {
+            for (int i = 0; i < gpus; i++) {
+                open.add(CudaDevice.open(i));
+            }
+            List<CudaDevice> byRank = new ArrayList<>();
+            for (int r = 0; r < cp; r++) {
+                byRank.add(open.get(r % gpus));
+            }
+            WorkspaceSpec spec = new WorkspaceSpec(3, 2, cp, 512, DType.BF16);
+            Tensors.Group g = Tensors.strided(arena, new SplittableRandom(78), 3, 2, cp, 512, DType.BF16, 3.0);
+            try (CudaPeerGroup group = CudaPeerGroup.open(byRank, spec, Duration.ofSeconds(10));
+                 CpuEngine cpu = CpuEngine.open(spec)) {
+                List<TensorView> got = null;
+                for (int call = 0; call < 3; call++) {
+                    got = group.reduceAll(g.partialO(), g.partialLse(), LseMode.BASE2);
+                }
+                List<TensorView> expected = cpu.reduceAll(g.partialO(), g.partialLse(), LseMode.BASE2);
+                for (int r = 0; r < cp; r++) {
+                    assertMatchesCpu(g, r, expected.get(r), got.get(r));
+                }
+            }
+        } finally {
+            open.forEach(CudaDevice::close);
+        }
+    }
+}

@@ -1,0 +1,273 @@
+package io.github.dcp4j.rendezvous;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+import java.io.IOException;
+import java.net.ServerSocket;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.SplittableRandom;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** Both rendezvous implementations with ranks as threads: exchanges, bounded waits, and refused participants. */
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class RendezvousTest {
+    @TempDir
+    Path dir;
+
+    /** Opens rank {@code rank} of a group of {@code world} on the implementation {@code kind} (dir or tcp). */
+    interface Opener {
+        Rendezvous open(int rank, int world, String job, Duration timeout);
+    }
+
+    private Opener opener(String kind) throws IOException {
+        if (kind.equals("dir")) {
+            return (rank, world, job, timeout) -> new DirectoryRendezvous(dir, job, rank, world, timeout);
+        }
+        int port;
+        try (ServerSocket s = new ServerSocket(0)) {
+            port = s.getLocalPort();
+        }
+        return (rank, world, job, timeout) -> TcpRendezvous.connect("127.0.0.1", port, job, rank, world, timeout);
+    }
+
+    /** Runs {@code body} as every rank of a group, each on its own thread, and returns each rank's result. */
+    private static <T> List<Future<T>> asRanks(int world, RankBody<T> body) {
+        ExecutorService pool = Executors.newFixedThreadPool(world);
+        List<Future<T>> results = new ArrayList<>();
+        for (int r = 0; r < world; r++) {
+            int rank = r;
+            results.add(pool.submit(() -> body.run(rank)));
+        }
+        pool.shutdown();
+        return results;
+    }
+
+    interface RankBody<T> {
+        T run(int rank) throws Exception;
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"dir", "tcp"})
+    void everyRankReceivesEveryContributionInRankOrderRoundAfterRound(String kind) throws Exception {
+        Opener open = opener(kind);
+        int world = 5;
+        byte[][][] sent = new byte[3][world][];
+        SplittableRandom random = new SplittableRandom(7);
+        for (int round = 0; round < 3; round++) {
+            for (int r = 0; r < world; r++) {
+                sent[round][r] = new byte[random.nextInt(0, 2000)];
+                random.nextBytes(sent[round][r]);
+            }
+        }
+        List<Future<List<List<byte[]>>>> got = asRanks(world, rank -> {
+            try (Rendezvous rv = open.open(rank, world, "job-a", Duration.ofSeconds(20))) {
+                List<List<byte[]>> rounds = new ArrayList<>();
+                for (int round = 0; round < 3; round++) {
+                    rounds.add(rv.allGather("same-name", sent[round][rank]));
+                }
+                return rounds;
+            }
+        });
+        for (Future<List<List<byte[]>>> f : got) {
+            List<List<byte[]>> rounds = f.get();
+            for (int round = 0; round < 3; round++) {
+                for (int r = 0; r < world; r++) {
+                    assertArrayEquals(sent[round][r], rounds.get(round).get(r), "round " + round + " rank " + r);
+                }
+            }
+        }
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"dir", "tcp"})
+    void aRankThatNeverArrivesIsNamedAfterTheTimeout(String kind) throws Exception {
+        Opener open = opener(kind);
+        int world = 3;
+        List<Future<Exception>> got = asRanks(world, rank -> {
+            if (rank == 2) {
+                return null;
+            }
+            try (Rendezvous rv = open.open(rank, world, "job-b", Duration.ofMillis(800))) {
+                long start = System.nanoTime();
+                RendezvousException e = assertThrows(RendezvousException.class,
+                        () -> rv.allGather("waits", new byte[] {1}));
+                double s = (System.nanoTime() - start) / 1e9;
+                assertTrue(s < 5, "gave up within the timeout, not after " + s + " s");
+                return e;
+            } catch (RendezvousException e) {
+                return e;
+            }
+        });
+        for (int r = 0; r < 2; r++) {
+            Exception e = got.get(r).get();
+            assertTrue(e.getMessage().contains("[2]"), "rank " + r + ": " + e.getMessage());
+        }
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"dir", "tcp"})
+    void aParticipantOfAnotherJobIsRefused(String kind) throws Exception {
+        Opener open = opener(kind);
+        List<Future<Exception>> got = asRanks(2, rank -> {
+            try (Rendezvous rv = open.open(rank, 2, rank == 0 ? "job-c" : "job-other", Duration.ofSeconds(2))) {
+                rv.allGather("x", new byte[] {(byte) rank});
+                return null;
+            } catch (RendezvousException e) {
+                return e;
+            }
+        });
+        Exception refused = got.get(kind.equals("dir") ? 0 : 1).get();
+        assertInstanceOf(RendezvousException.class, refused);
+        assertTrue(refused.getMessage().contains("job-other") && refused.getMessage().contains("job-c"),
+                refused.getMessage());
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"dir", "tcp"})
+    void aParticipantWithAnotherWorldSizeIsRefused(String kind) throws Exception {
+        Opener open = opener(kind);
+        List<Future<Exception>> got = asRanks(2, rank -> {
+            try (Rendezvous rv = open.open(rank, rank == 0 ? 2 : 3, "job-d", Duration.ofSeconds(2))) {
+                rv.allGather("x", new byte[] {(byte) rank});
+                return null;
+            } catch (RendezvousException e) {
+                return e;
+            }
+        });
+        Exception refused = got.get(kind.equals("dir") ? 0 : 1).get();
+        assertInstanceOf(RendezvousException.class, refused);
+        assertTrue(refused.getMessage().contains("world size 3"), refused.getMessage());
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"dir", "tcp"})
+    void aSecondProcessClaimingATakenRankIsRefused(String kind) throws Exception {
+        Opener open = opener(kind);
+        try (Rendezvous zero = kind.equals("tcp") ? open.open(0, 3, "job-e", Duration.ofSeconds(5)) : null;
+             Rendezvous first = open.open(1, 3, "job-e", Duration.ofSeconds(5))) {
+            if (kind.equals("dir")) {
+                Future<?> waiting = Executors.newSingleThreadExecutor().submit(() -> {
+                    try {
+                        first.allGather("claim", new byte[] {1});
+                    } catch (RendezvousException e) {
+                        return e;
+                    }
+                    return null;
+                });
+                while (!Files.exists(dir.resolve("1-claim.1"))) {
+                    Thread.sleep(5);
+                }
+                try (Rendezvous second = open.open(1, 3, "job-e", Duration.ofSeconds(5))) {
+                    RendezvousException e = assertThrows(RendezvousException.class,
+                            () -> second.allGather("claim", new byte[] {2}));
+                    assertTrue(e.getMessage().contains("already taken"), e.getMessage());
+                }
+                waiting.cancel(true);
+            } else {
+                RendezvousException e = assertThrows(RendezvousException.class,
+                        () -> open.open(1, 3, "job-e", Duration.ofSeconds(5)));
+                assertTrue(e.getMessage().contains("already taken"), e.getMessage());
+            }
+        }
+    }
+
+    @Test
+    void aStaleFileOfAnEarlierJobIsRefusedNamingTheJob() throws Exception {
+        try (Rendezvous old = new DirectoryRendezvous(dir, "job-old", 0, 1, Duration.ofSeconds(1))) {
+            old.allGather("hello", new byte[0]);
+        }
+        try (Rendezvous fresh = new DirectoryRendezvous(dir, "job-new", 0, 1, Duration.ofSeconds(1))) {
+            RendezvousException e = assertThrows(RendezvousException.class,
+                    () -> fresh.allGather("hello", new byte[0]));
+            assertTrue(e.getMessage().contains("job-old") && e.getMessage().contains("stale"), e.getMessage());
+        }
+    }
+
+    @Test
+    void aTcpRankThatLeavesIsNamedWithoutWaitingForTheTimeout() throws Exception {
+        Opener open = opener("tcp");
+        List<Future<Exception>> got = asRanks(3, rank -> {
+            try (Rendezvous rv = open.open(rank, 3, "job-f", Duration.ofSeconds(30))) {
+                rv.allGather("first", new byte[0]);
+                if (rank == 2) {
+                    closeWithoutBye(rv);
+                    return null;
+                }
+                long start = System.nanoTime();
+                RendezvousException e = assertThrows(RendezvousException.class,
+                        () -> rv.allGather("second", new byte[0]));
+                assertTrue((System.nanoTime() - start) / 1e9 < 10, "named before the 30 s timeout");
+                return e;
+            }
+        });
+        for (int r = 0; r < 2; r++) {
+            Exception e = got.get(r).get();
+            assertTrue(e.getMessage().contains("[2] left"), "rank " + r + ": " + e.getMessage());
+        }
+    }
+
+    /** Drops the connection as a dying process would (no BYE). */
+    private static void closeWithoutBye(Rendezvous rv) throws Exception {
+        var socket = TcpRendezvous.class.getDeclaredField("socket");
+        socket.setAccessible(true);
+        ((java.net.Socket) socket.get(rv)).close();
+    }
+
+    @Test
+    void theEnvironmentPicksTheDirectoryOrTheTcpStoreAndNamesWhatIsMissing() throws Exception {
+        try (Rendezvous rv = Rendezvous.fromEnvironment(Map.of("RANK", "0", "WORLD_SIZE", "1",
+                "DCP4J_RENDEZVOUS_DIR", dir.toString(), "DCP4J_JOB_ID", "env-job"), Duration.ofSeconds(1))) {
+            assertInstanceOf(DirectoryRendezvous.class, rv);
+            assertEquals(1, rv.allGather("solo", "x".getBytes(StandardCharsets.UTF_8)).size());
+        }
+        int port;
+        try (ServerSocket s = new ServerSocket(0)) {
+            port = s.getLocalPort();
+        }
+        try (Rendezvous rv = Rendezvous.fromEnvironment(Map.of("RANK", "0", "WORLD_SIZE", "1", "MASTER_ADDR",
+                "127.0.0.1", "MASTER_PORT", "" + port), Duration.ofSeconds(1))) {
+            assertInstanceOf(TcpRendezvous.class, rv);
+            assertEquals(port, ((TcpRendezvous) rv).storePort());
+        }
+        IllegalArgumentException none = assertThrows(IllegalArgumentException.class,
+                () -> Rendezvous.fromEnvironment(Map.of("RANK", "0", "WORLD_SIZE", "2"), Duration.ofSeconds(1)));
+        assertTrue(none.getMessage().contains("MASTER_ADDR"), none.getMessage());
+        IllegalArgumentException noRank = assertThrows(IllegalArgumentException.class,
+                () -> Rendezvous.fromEnvironment(Map.of("WORLD_SIZE", "2"), Duration.ofSeconds(1)));
+        assertTrue(noRank.getMessage().contains("RANK is not set"), noRank.getMessage());
+        IllegalArgumentException badPort = assertThrows(IllegalArgumentException.class,
+                () -> Rendezvous.fromEnvironment(Map.of("RANK", "0", "WORLD_SIZE", "1", "MASTER_ADDR", "h",
+                        "MASTER_PORT", "99999"), Duration.ofSeconds(1)));
+        assertTrue(badPort.getMessage().contains("99999"), badPort.getMessage());
+    }
+
+    @Test
+    void ranksOutsideTheGroupAndBadKeysAreRefusedWhenCalled() {
+        assertThrows(IllegalArgumentException.class, () -> new DirectoryRendezvous(dir, "j", 2, 2,
+                Duration.ofSeconds(1)));
+        try (Rendezvous rv = new DirectoryRendezvous(dir, "j", 0, 1, Duration.ofSeconds(1))) {
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                    () -> rv.allGather("../escape", new byte[0]));
+            assertTrue(e.getMessage().contains("../escape"), e.getMessage());
+        }
+    }
+}
