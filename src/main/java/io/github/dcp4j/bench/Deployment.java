@@ -39,7 +39,10 @@ public interface Deployment extends AutoCloseable {
         /** One launch per lane (each on its own stream); all lanes must run together. */
         List<KernelCall> lanes();
 
-        /** After the runs: raises any recorded timeout, reads outputs, returns the largest relative error against fp64 */
+        /**
+         * After the runs: raises any recorded timeout, reads the outputs, and returns their largest relative error
+         * against fp64 (NaN where not checked).
+         */
         double checkOutputs();
 
         @Override

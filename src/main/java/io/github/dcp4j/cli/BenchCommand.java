@@ -74,8 +74,8 @@ final class BenchCommand implements Callable<Integer> {
     Path json;
 
     @Option(names = "--peer-csv", paramLabel = "FILE",
-            description = "CSV of the unfused peer (batch,us_per_call,...) from unfused_loopback.py: adds its time"
-                    + " and dcp4j's ratio to it to the layer rows with L2 hot.")
+            description = "CSV of a peer (batch,us_per_call,...): unfused_loopback.py's on one GPU, nccl_a2a.py's (the"
+                    + " NCCL path) on several; adds its time and dcp4j's ratio to it to the layer rows with L2 hot.")
     Path peerCsv;
 
     @Spec
@@ -120,7 +120,8 @@ final class BenchCommand implements Callable<Integer> {
                 table.flush();
             });
             table.println("# launch: empty kernel launched as the op, in a CUDA graph; bytes: byte floor; x: ratio;"
-                    + " peer: unfused loopback; host (eager): µs to queue one op launch / one bare empty launch");
+                    + " peer: µs per call from --peer-csv (unfused loopback, or the NCCL path); host (eager): µs to"
+                    + " queue one op launch / one bare empty launch");
             table.println("# rel.err: NaN where not checked (processes mode checks batches up to 32; `check` covers the"
                     + " rest)");
             table.flush();

@@ -36,9 +36,9 @@ import java.util.concurrent.Callable;
                 + " the seed).",
             "Cases: strided bf16 views over a row-count sequence 1, 3, 4, 2 on one workspace; NaN and +-inf LSE rows;"
                 + " fp16 with base-e LSEs; the call counter's wrap at 2^32; CUDA-graph replays.",
-            "--inject runs a fault drill instead: wrong-cp-rank:R (rank R passes a wrong cp_rank: every rank must refuse"
-                + " the call before launching), skip-call:R (rank R skips one call: the others must time out naming it,"
-                + " then a collective reset must make the group usable again)."})
+            "--inject runs a fault drill instead: wrong-cp-rank:R (rank R passes a wrong cp_rank: every rank must"
+                + " refuse the call before launching), skip-call:R (rank R skips one call: the others must time out"
+                + " naming it, then a collective reset must make the group usable again)."})
 final class CheckCommand implements Callable<Integer> {
     @Option(names = "--timeout", defaultValue = "10s", converter = DurationConverter.class,
             description = "How long a rank waits for a peer (kernel and rendezvous), default ${DEFAULT-VALUE}.")

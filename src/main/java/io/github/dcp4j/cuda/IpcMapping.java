@@ -48,7 +48,7 @@ public final class IpcMapping implements AutoCloseable {
         return reserved(h).clone();
     }
 
-    /** Maps the allocation {@code handle} (from {@link #export} in another process) into this process on {@code device}. */
+    /** Maps the allocation {@code handle} ({@link #export} of another process) into this process on {@code device}. */
     public static IpcMapping open(CudaDevice device, byte[] handle) {
         if (handle.length != HANDLE_BYTES) {
             throw new IllegalArgumentException("a CUDA IPC handle has " + HANDLE_BYTES + " bytes; got "

@@ -97,7 +97,7 @@ public final class GroupCheck {
         }
     }
 
-    /** Thrown on every rank when some rank's claim disagrees; the message names each rank and what it disagreed about. */
+    /** Thrown on every rank when a rank's claim disagrees; the message names each rank and what it disagreed about. */
     public static final class MismatchException extends IllegalArgumentException {
         private final List<String> disagreements;
 

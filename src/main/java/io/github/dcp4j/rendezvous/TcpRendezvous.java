@@ -24,7 +24,8 @@ import java.util.concurrent.locks.LockSupport;
  * <pre>
  * client → store   HELLO   participant (magic, job, world size, rank, pid)
  * store → client   OK | ERROR message
- * client → store   GATHER  key, timeout ms, length, bytes        store → client  RESULT n × (length, bytes) | ERROR
+ * client → store   GATHER  key, timeout ms, length, bytes
+ * store → client   RESULT  n × (length, bytes) | ERROR message
  * client → store   BYE
  * </pre>
  *

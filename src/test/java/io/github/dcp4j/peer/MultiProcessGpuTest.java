@@ -262,8 +262,9 @@ class MultiProcessGpuTest {
                 + " elements differ from the CPU engine");
     }
 
+    /** cp = max(4, gpus) ranks, rank r on GPU r mod gpus (several ranks per GPU where fewer than 4). */
     private static void peerGroupMatchesTheCpuEngine(int gpus) {
-        int cp = 4;
+        int cp = Math.max(4, gpus);
         List<CudaDevice> open = new ArrayList<>();
         try (Arena arena = Arena.ofShared()) {
             for (int i = 0; i < gpus; i++) {
