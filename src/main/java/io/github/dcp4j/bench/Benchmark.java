@@ -114,10 +114,6 @@ public final class Benchmark implements AutoCloseable {
         return copyBytesPerSecond;
     }
 
-    public Deployment deployment() {
-        return deployment;
-    }
-
     private double measureCopyBandwidth() {
         progress.println("floor: measuring device-to-device copy bandwidth (" + (COPY_BYTES >> 20) + " MiB)");
         progress.flush();

@@ -11,7 +11,7 @@ import java.util.List;
  * (threads, peer access), or one rank per process (processes, CUDA IPC). The benchmark times the launches of this
  * process and takes, per case, the maximum over ranks of each rank's median.
  */
-public interface Deployment extends AutoCloseable {
+public interface Deployment {
 
     /** loopback, threads or processes. */
     String name();
@@ -48,7 +48,4 @@ public interface Deployment extends AutoCloseable {
         @Override
         void close();
     }
-
-    @Override
-    void close();
 }

@@ -93,8 +93,4 @@ public final class LoopbackDeployment implements Deployment {
     public double maxOverProcesses(String what, double value) {
         return value;
     }
-
-    @Override
-    public void close() {
-    }
 }

@@ -122,8 +122,4 @@ public final class ProcessDeployment implements Deployment {
         }
         return max;
     }
-
-    @Override
-    public void close() {
-    }
 }

@@ -94,8 +94,4 @@ public final class ThreadDeployment implements Deployment {
     public double maxOverProcesses(String what, double value) {
         return value;
     }
-
-    @Override
-    public void close() {
-    }
 }

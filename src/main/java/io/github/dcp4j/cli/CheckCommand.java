@@ -60,13 +60,13 @@ final class CheckCommand implements Callable<Integer> {
     @Spec
     CommandSpec spec;
 
-    private PrintWriter out;
+    private PrintWriter report;
     private int rank;
     private int cp;
 
     @Override
     public Integer call() {
-        out = spec.commandLine().getOut();
+        report = spec.commandLine().getOut();
         PrintWriter err = spec.commandLine().getErr();
         if (!RankSetup.inEnvironment()) {
             throw new IllegalArgumentException("check runs as one rank of a group: start it with `dcp4j launch --nproc"
@@ -88,8 +88,8 @@ final class CheckCommand implements Callable<Integer> {
             failures += fp16BaseE(setup);
             failures += counterWrap(setup);
             failures += graphReplays(setup);
-            out.printf("rank %d: %s%n", rank, failures == 0 ? "all cases passed" : failures + " check(s) FAILED");
-            out.flush();
+            report.printf("rank %d: %s%n", rank, failures == 0 ? "all cases passed" : failures + " check(s) FAILED");
+            report.flush();
             return failures == 0 ? 0 : 1;
         }
     }
@@ -133,9 +133,9 @@ final class CheckCommand implements Callable<Integer> {
             }
             double err = Fp64Oracle.relativeError(mine, Fp64Oracle.reduce(g.partialO(), g.partialLse(), rank, mode));
             boolean ok = err <= MainJob.TOLERANCE && differ <= mine.numel() / 20;
-            out.printf("rank %d: %-44s %s (rel err %.1e vs fp64, %d of %d elements differ from the CPU engine)%n",
+            report.printf("rank %d: %-44s %s (rel err %.1e vs fp64, %d of %d elements differ from the CPU engine)%n",
                     rank, name, ok ? "ok" : "FAILED", err, differ, mine.numel());
-            out.flush();
+            report.flush();
             return ok ? 0 : 1;
         }
     }
@@ -160,9 +160,9 @@ final class CheckCommand implements Callable<Integer> {
                 for (int k = 0; k < times; k++) {
                     engine.reduce(g.partialO().get(rank), g.partialLse().get(rank), out, rank, cp, LseMode.BASE2);
                     if (times > 1) {
-                        this.out.printf("rank %d (pid %d): call %d of %d done%n", rank, ProcessHandle.current().pid(),
+                        report.printf("rank %d (pid %d): call %d of %d done%n", rank, ProcessHandle.current().pid(),
                                 k + 1, times);
-                        this.out.flush();
+                        report.flush();
                     }
                 }
                 WorkspaceSpec exact = specOf(tokens[i], heads, cp, headDim, DType.BF16);
@@ -222,7 +222,7 @@ final class CheckCommand implements Callable<Integer> {
                 failures += verify("counter wrap, call " + (i + 1) + " of 6", g, out, LseMode.BASE2, spec);
             }
             if (engine.epoch() != 3) {
-                out.printf("rank %d: counter wrap FAILED: epoch %d after 2^32 - 3 + 6 calls, expected 3%n", rank,
+                report.printf("rank %d: counter wrap FAILED: epoch %d after 2^32 - 3 + 6 calls, expected 3%n", rank,
                         engine.epoch());
                 failures++;
             }
@@ -252,7 +252,7 @@ final class CheckCommand implements Callable<Integer> {
             }
             int failures = verify("CUDA graph, 3 replays of 20 calls", g, out, LseMode.BASE2, spec);
             if (engine.epoch() != before + 60) {
-                this.out.printf("rank %d: graph replays FAILED: the counter went from %d to %d, expected +60%n", rank,
+                report.printf("rank %d: graph replays FAILED: the counter went from %d to %d, expected +60%n", rank,
                         before, engine.epoch());
                 failures++;
             }
@@ -276,12 +276,12 @@ final class CheckCommand implements Callable<Integer> {
                 int cpRank = rank == target ? (rank + 1) % cp : rank;
                 try {
                     engine.reduce(o, lse, out, cpRank, cp, LseMode.BASE2);
-                    this.out.printf("rank %d: drill FAILED: the call with rank %d's wrong cp_rank was launched%n",
+                    report.printf("rank %d: drill FAILED: the call with rank %d's wrong cp_rank was launched%n",
                             rank, target);
                     return 1;
                 } catch (GroupCheck.MismatchException e) {
                     boolean named = e.getMessage().contains("rank " + target + ":");
-                    this.out.printf("rank %d: refused before launch%s: %s%n", rank, named ? "" : " (FAILED: rank "
+                    report.printf("rank %d: refused before launch%s: %s%n", rank, named ? "" : " (FAILED: rank "
                             + target + " not named)", e.getMessage());
                     if (!named) {
                         return 1;
@@ -292,12 +292,12 @@ final class CheckCommand implements Callable<Integer> {
                     long start = System.nanoTime();
                     try {
                         engine.reduce(o, lse, out, rank, cp, LseMode.BASE2);
-                        this.out.printf("rank %d: drill FAILED: the call completed without rank %d%n", rank, target);
+                        report.printf("rank %d: drill FAILED: the call completed without rank %d%n", rank, target);
                         return 1;
                     } catch (PeerTimeoutException e) {
                         double s = (System.nanoTime() - start) / 1e9;
                         boolean named = e.sourceRank() == target;
-                        this.out.printf("rank %d: timed out after %.1f s%s: %s%n", rank, s, named ? ""
+                        report.printf("rank %d: timed out after %.1f s%s: %s%n", rank, s, named ? ""
                                 : " (FAILED: rank " + target + " not named)", e.getMessage());
                         if (!named) {
                             return 1;
@@ -305,13 +305,13 @@ final class CheckCommand implements Callable<Integer> {
                     }
                 } else {
                     // the skipped call: rank target still takes part in the call check, then never launches
-                    this.out.printf("rank %d: skipping one call%n", rank);
+                    report.printf("rank %d: skipping one call%n", rank);
                     engine.prepare(o, lse, out, rank, cp, LseMode.BASE2).close();
                 }
                 engine.reset();
-                this.out.printf("rank %d: collective reset done%n", rank);
+                report.printf("rank %d: collective reset done%n", rank);
             }
-            this.out.flush();
+            report.flush();
             engine.reduce(o, lse, out, rank, cp, LseMode.BASE2);
             return verify("after the drill, a normal call", g, out, LseMode.BASE2, spec);
         }

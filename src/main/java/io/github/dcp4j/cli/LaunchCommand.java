@@ -30,6 +30,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.Callable;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 
@@ -81,7 +82,7 @@ final class LaunchCommand implements Callable<Integer> {
         int[] ranks = checkArguments();
         Path scratch = Files.createTempDirectory("dcp4j-launch-");
         String job = "launch-" + ProcessHandle.current().pid() + "-" + System.nanoTime();
-        List<Process> children = new ArrayList<>();
+        List<Process> children = new CopyOnWriteArrayList<>();
         Thread stopper = new Thread(() -> stopAll(List.copyOf(children)));
         Runtime.getRuntime().addShutdownHook(stopper);
         try {

@@ -71,7 +71,6 @@ final class Ranks implements AutoCloseable {
 
     @Override
     public void close() {
-        deployment.close();
         devices.forEach(CudaDevice::close);
         if (setup != null) {
             setup.close();

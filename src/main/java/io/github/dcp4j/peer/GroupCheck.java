@@ -124,17 +124,24 @@ public final class GroupCheck {
 
     /**
      * Refuses the group's claims (index = rank) if any rank reported a problem or any field differs between ranks.
-     * A field's expected value is the one most ranks claim (rank 0's on a tie); each rank that differs is named.
+     * A field's expected value is the one most ranks claim (the lowest such rank's on a tie); each rank that differs
+     * is named. A rank that reported a problem is named for it alone (its fields may be missing).
      */
     public static void verify(String what, List<Claim> claims) {
         List<String> disagreements = new ArrayList<>();
+        List<Claim> sound = new ArrayList<>();
+        List<Integer> soundRanks = new ArrayList<>();
         for (int r = 0; r < claims.size(); r++) {
             for (String p : claims.get(r).problems()) {
                 disagreements.add("rank " + r + ": " + p);
             }
+            if (claims.get(r).problems().isEmpty()) {
+                sound.add(claims.get(r));
+                soundRanks.add(r);
+            }
         }
-        List<String> names = new ArrayList<>(claims.getFirst().fields().keySet());
-        for (Claim c : claims) {
+        List<String> names = new ArrayList<>();
+        for (Claim c : sound) {
             for (String name : c.fields().keySet()) {
                 if (!names.contains(name)) {
                     names.add(name);
@@ -142,16 +149,16 @@ public final class GroupCheck {
             }
         }
         for (String name : names) {
-            String expected = majority(claims, name);
+            String expected = majority(sound, name);
             List<Integer> odd = new ArrayList<>();
-            for (int r = 0; r < claims.size(); r++) {
-                if (!Objects.equals(claims.get(r).fields().get(name), expected)) {
-                    odd.add(r);
+            for (int i = 0; i < sound.size(); i++) {
+                if (!Objects.equals(sound.get(i).fields().get(name), expected)) {
+                    odd.add(i);
                 }
             }
-            for (int r : odd) {
-                disagreements.add("rank " + r + " has " + name + " " + claims.get(r).fields().get(name) + " where "
-                        + (claims.size() - odd.size()) + " other rank(s) have " + expected);
+            for (int i : odd) {
+                disagreements.add("rank " + soundRanks.get(i) + " has " + name + " " + sound.get(i).fields().get(name)
+                        + " where " + (sound.size() - odd.size()) + " other rank(s) have " + expected);
             }
         }
         if (!disagreements.isEmpty()) {
@@ -161,7 +168,7 @@ public final class GroupCheck {
 
     private static String majority(List<Claim> claims, String name) {
         Map<String, Integer> counts = new HashMap<>();
-        String best = claims.getFirst().fields().get(name);
+        String best = claims.isEmpty() ? null : claims.getFirst().fields().get(name);
         for (Claim c : claims) {
             counts.merge(String.valueOf(c.fields().get(name)), 1, Integer::sum);
         }

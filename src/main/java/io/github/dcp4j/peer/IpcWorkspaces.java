@@ -106,11 +106,6 @@ public final class IpcWorkspaces implements PeerWorkspaces, AutoCloseable {
         return bases[r];
     }
 
-    /** The rendezvous the group was built over (its collective resets and checks use it too). */
-    public Rendezvous rendezvous() {
-        return rendezvous;
-    }
-
     /**
      * Unmaps every peer's buffer, waits until every rank has (bounded by the rendezvous timeout: a dead rank's mappings
      * are gone with it), then frees this rank's workspace. Collective.

@@ -127,7 +127,7 @@ public final class CudaLoopbackEngine implements LocalGroup {
 
     /** The device-side call counter of {@code rank} (metadata word 0). */
     public int epoch(int rank) {
-        return KernelCall.metadata(views.get(rank))[0];
+        return KernelCall.epoch(views.get(rank));
     }
 
     /** Overwrites every rank's device-side call counter (white-box, as upstream's tests write {@code ws[:4]}). */

@@ -45,7 +45,12 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
         this.timeout = timeout;
         this.kernels = new Kernels(view.device());
         this.blockBudget = Math.max(1, kernels.coResidentBlocks() / ranksSharingGpu);
-        this.ownStream = new CudaStream(view.device());
+        try {
+            this.ownStream = new CudaStream(view.device());
+        } catch (RuntimeException e) {
+            kernels.close();
+            throw e;
+        }
         this.state = new WorkspaceState("rank " + view.rank() + "'s workspace");
     }
 
@@ -104,18 +109,9 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
         return view.device();
     }
 
-    public PeerWorkspaces workspaces() {
-        return view;
-    }
-
-    /** Blocks one launch of this rank may occupy (its share of the GPU). */
-    public int blockBudget() {
-        return blockBudget;
-    }
-
     /** The device-side call counter of this rank's workspace. */
     public int epoch() {
-        return KernelCall.metadata(view)[0];
+        return KernelCall.epoch(view);
     }
 
     /**

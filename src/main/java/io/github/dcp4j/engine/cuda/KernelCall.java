@@ -236,6 +236,11 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         }
     }
 
+    /** The device-side call counter of {@code view}'s own workspace. */
+    static int epoch(PeerWorkspaces view) {
+        return metadata(view)[Ll128.EPOCH_OFFSET / Integer.BYTES];
+    }
+
     /** Overwrites the device-side call counter of {@code view}'s own workspace (white-box, for the wrap tests). */
     static void forceEpoch(PeerWorkspaces view, int epoch) {
         try (Arena arena = Arena.ofConfined()) {
