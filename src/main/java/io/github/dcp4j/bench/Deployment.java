@@ -5,6 +5,7 @@ import io.github.dcp4j.engine.cuda.KernelCall;
 
 import java.lang.foreign.Arena;
 import java.util.List;
+import java.util.function.DoubleSupplier;
 
 /**
  * Where the benchmark's ranks run: all in one launch on one GPU (loopback), one launch per GPU from this JVM
@@ -47,5 +48,18 @@ public interface Deployment {
 
         @Override
         void close();
+    }
+
+    /** A {@link Prepared} from its parts: the lanes, the output check, and what closing releases. */
+    record Lanes(List<KernelCall> lanes, DoubleSupplier check, Runnable release) implements Prepared {
+        @Override
+        public double checkOutputs() {
+            return check.getAsDouble();
+        }
+
+        @Override
+        public void close() {
+            release.run();
+        }
     }
 }

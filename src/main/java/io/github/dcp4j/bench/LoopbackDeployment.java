@@ -55,26 +55,15 @@ public final class LoopbackDeployment implements Deployment {
         try {
             KernelCall call = engine.prepare(in.partialO(), in.partialLse(), in.out(), LseMode.BASE2,
                     new CudaStream(device));
-            return new Prepared() {
-                @Override
-                public List<KernelCall> lanes() {
-                    return List.of(call);
-                }
-
-                @Override
-                public double checkOutputs() {
-                    call.checkTimeouts();
-                    call.readOutputs();
-                    return in.maxRelativeError(allRanks(c.cp()));
-                }
-
-                @Override
-                public void close() {
-                    call.close();
-                    call.stream().close();
-                    engine.close();
-                }
-            };
+            return new Lanes(List.of(call), () -> {
+                call.checkTimeouts();
+                call.readOutputs();
+                return in.maxRelativeError(allRanks(c.cp()));
+            }, () -> {
+                call.close();
+                call.stream().close();
+                engine.close();
+            });
         } catch (RuntimeException e) {
             engine.close();
             throw e;

@@ -80,27 +80,16 @@ public final class ProcessDeployment implements Deployment {
                     rank, c.cp(), BenchInputs.MODE, stream);
             CudaRankEngine e = engine;
             CudaStream s = stream;
-            return new Prepared() {
-                @Override
-                public List<KernelCall> lanes() {
-                    return List.of(call);
-                }
-
-                @Override
-                public double checkOutputs() {
-                    call.checkTimeouts();
-                    call.readOutputs();
-                    return checked ? in.maxRelativeError(new int[] {rank}) : Double.NaN;
-                }
-
-                @Override
-                public void close() {
-                    call.close();
-                    s.close();
-                    e.close();
-                    ws.close();
-                }
-            };
+            return new Lanes(List.of(call), () -> {
+                call.checkTimeouts();
+                call.readOutputs();
+                return checked ? in.maxRelativeError(new int[] {rank}) : Double.NaN;
+            }, () -> {
+                call.close();
+                s.close();
+                e.close();
+                ws.close();
+            });
         } catch (RuntimeException e) {
             if (stream != null) {
                 stream.close();

@@ -63,27 +63,14 @@ public final class ThreadDeployment implements Deployment {
         CudaPeerGroup group = CudaPeerGroup.open(rankDevices(c.cp()), spec, timeout);
         try {
             CudaPeerGroup.Prepared call = group.prepare(in.partialO(), in.partialLse(), in.out(), BenchInputs.MODE);
-            return new Prepared() {
-                @Override
-                public List<KernelCall> lanes() {
-                    return call.launches();
-                }
-
-                @Override
-                public double checkOutputs() {
-                    for (KernelCall k : call.launches()) {
-                        k.checkTimeouts();
-                    }
-                    call.readOutputs();
-                    return in.maxRelativeError(LoopbackDeployment.allRanks(c.cp()));
-                }
-
-                @Override
-                public void close() {
-                    call.close();
-                    group.close();
-                }
-            };
+            return new Lanes(call.launches(), () -> {
+                call.launches().forEach(KernelCall::checkTimeouts);
+                call.readOutputs();
+                return in.maxRelativeError(LoopbackDeployment.allRanks(c.cp()));
+            }, () -> {
+                call.close();
+                group.close();
+            });
         } catch (RuntimeException e) {
             group.close();
             throw e;

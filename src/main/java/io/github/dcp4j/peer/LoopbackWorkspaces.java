@@ -14,12 +14,10 @@ import java.util.Objects;
 public final class LoopbackWorkspaces implements AutoCloseable {
     private final CudaDevice device;
     private final List<DeviceBuffer> buffers = new ArrayList<>();
-    private final long workspaceBytes;
     private boolean closed;
 
     private LoopbackWorkspaces(CudaDevice device, int cpSize, long workspaceBytes) {
         this.device = device;
-        this.workspaceBytes = workspaceBytes;
         try {
             for (int r = 0; r < cpSize; r++) {
                 DeviceBuffer w = DeviceBuffer.allocate(device, workspaceBytes);
@@ -50,14 +48,7 @@ public final class LoopbackWorkspaces implements AutoCloseable {
 
     /** Rank {@code r}'s view of the group. */
     public PeerWorkspaces rank(int r) {
-        if (r < 0 || r >= buffers.size()) {
-            throw new IllegalArgumentException("rank must be in [0, " + buffers.size() + "); got " + r);
-        }
-        List<Long> bases = new ArrayList<>();
-        for (DeviceBuffer b : buffers) {
-            bases.add(b.address());
-        }
-        return new GroupView("loopback", device, r, bases, workspaceBytes);
+        return GroupView.of("loopback", device, r, buffers);
     }
 
     /** Frees every workspace; no launch may be in flight. */

@@ -17,12 +17,10 @@ public final class PeerAccessWorkspaces implements AutoCloseable {
     private final List<CudaDevice> devices;
     private final List<DeviceBuffer> buffers = new ArrayList<>();
     private final List<CudaDevice[]> enabled = new ArrayList<>();
-    private final long workspaceBytes;
     private boolean closed;
 
     private PeerAccessWorkspaces(List<CudaDevice> devices, long workspaceBytes) {
         this.devices = List.copyOf(devices);
-        this.workspaceBytes = workspaceBytes;
         try {
             for (CudaDevice a : distinct(devices)) {
                 for (CudaDevice b : distinct(devices)) {
@@ -85,11 +83,7 @@ public final class PeerAccessWorkspaces implements AutoCloseable {
         if (r < 0 || r >= devices.size()) {
             throw new IllegalArgumentException("rank must be in [0, " + devices.size() + "); got " + r);
         }
-        List<Long> bases = new ArrayList<>();
-        for (DeviceBuffer b : buffers) {
-            bases.add(b.address());
-        }
-        return new GroupView("peer-access", devices.get(r), r, bases, workspaceBytes);
+        return GroupView.of("peer-access", devices.get(r), r, buffers);
     }
 
     /** Frees every workspace and disables the peer access this group enabled; no launch may be in flight. */

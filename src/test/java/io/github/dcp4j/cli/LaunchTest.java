@@ -1,14 +1,12 @@
 package io.github.dcp4j.cli;
 
+import io.github.dcp4j.LineWatcher;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 import java.io.PrintWriter;
 import java.io.StringWriter;
-import java.io.Writer;
-import java.util.List;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -63,44 +61,21 @@ class LaunchTest {
     /** A child killed from outside (as by the OOM killer): the launcher names it and stops the others. */
     @Test
     void aKilledRankIsNamedAndTheOthersAreStopped() throws Exception {
-        List<String> lines = new CopyOnWriteArrayList<>();
         Pattern holding = Pattern.compile("\\[rank 1] rank 1 \\(pid (\\d+)\\) holding");
         long[] victim = {-1};
-        Writer watcher = new Writer() {
-            private final StringBuilder line = new StringBuilder();
-
-            @Override
-            public void write(char[] c, int off, int len) {
-                for (int i = off; i < off + len; i++) {
-                    if (c[i] != '\n') {
-                        line.append(c[i]);
-                        continue;
-                    }
-                    String l = line.toString();
-                    line.setLength(0);
-                    lines.add(l);
-                    Matcher m = holding.matcher(l);
-                    if (m.find() && victim[0] < 0) {
-                        victim[0] = Long.parseLong(m.group(1));
-                        ProcessHandle.of(victim[0]).ifPresent(ProcessHandle::destroyForcibly);
-                    }
-                }
+        LineWatcher watcher = new LineWatcher(l -> {
+            Matcher m = holding.matcher(l);
+            if (m.find() && victim[0] < 0) {
+                victim[0] = Long.parseLong(m.group(1));
+                ProcessHandle.of(victim[0]).ifPresent(ProcessHandle::destroyForcibly);
             }
-
-            @Override
-            public void flush() {
-            }
-
-            @Override
-            public void close() {
-            }
-        };
+        });
         StringWriter err = new StringWriter();
         long start = System.nanoTime();
         int code = CompletableFuture.supplyAsync(() -> Main.run(new String[] {"launch", "--nproc", "3", "--", "ping",
             "--hold", "60s"}, new PrintWriter(watcher, true), new PrintWriter(err, true))).get(100, TimeUnit.SECONDS);
         double seconds = (System.nanoTime() - start) / 1e9;
-        assertTrue(victim[0] > 0, "rank 1 never held: " + lines);
+        assertTrue(victim[0] > 0, "rank 1 never held: " + watcher.lines());
         assertEquals(1, code, err.toString());
         assertTrue(err.toString().contains("rank 1 (pid " + victim[0] + ") was killed by signal 9"), err.toString());
         assertTrue(err.toString().contains("stopping the other 2 rank(s)"), err.toString());

@@ -1,5 +1,6 @@
 package io.github.dcp4j.peer;
 
+import io.github.dcp4j.LineWatcher;
 import io.github.dcp4j.Tensors;
 import io.github.dcp4j.cli.Main;
 import io.github.dcp4j.cuda.Cuda;
@@ -25,7 +26,6 @@ import org.junit.jupiter.params.provider.ValueSource;
 
 import java.io.PrintWriter;
 import java.io.StringWriter;
-import java.io.Writer;
 import java.lang.foreign.Arena;
 import java.nio.file.Path;
 import java.time.Duration;
@@ -33,7 +33,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -119,38 +118,15 @@ class MultiProcessGpuTest {
     @Test
     void killingARankMidRunFailsTheOthersNamingIt() throws Exception {
         requireGpus(1);
-        List<String> lines = new CopyOnWriteArrayList<>();
         Pattern call = Pattern.compile("\\[rank 2] rank 2 \\(pid (\\d+)\\): call 3 of");
         long[] victim = {-1};
-        Writer watcher = new Writer() {
-            private final StringBuilder line = new StringBuilder();
-
-            @Override
-            public void write(char[] c, int off, int len) {
-                for (int i = off; i < off + len; i++) {
-                    if (c[i] == '\n') {
-                        String l = line.toString();
-                        lines.add(l);
-                        Matcher m = call.matcher(l);
-                        if (m.find() && victim[0] < 0) {
-                            victim[0] = Long.parseLong(m.group(1));
-                            ProcessHandle.of(victim[0]).ifPresent(ProcessHandle::destroyForcibly);
-                        }
-                        line.setLength(0);
-                    } else {
-                        line.append(c[i]);
-                    }
-                }
+        LineWatcher watcher = new LineWatcher(l -> {
+            Matcher m = call.matcher(l);
+            if (m.find() && victim[0] < 0) {
+                victim[0] = Long.parseLong(m.group(1));
+                ProcessHandle.of(victim[0]).ifPresent(ProcessHandle::destroyForcibly);
             }
-
-            @Override
-            public void flush() {
-            }
-
-            @Override
-            public void close() {
-            }
-        };
+        });
         StringWriter err = new StringWriter();
         long start = System.nanoTime();
         CompletableFuture<Integer> launch = CompletableFuture.supplyAsync(() -> Main.run(new String[] {"launch",
@@ -158,6 +134,7 @@ class MultiProcessGpuTest {
                 new PrintWriter(watcher, true), new PrintWriter(err, true)));
         int code = launch.get(120, TimeUnit.SECONDS);
         double seconds = (System.nanoTime() - start) / 1e9;
+        List<String> lines = watcher.lines();
         String out = String.join("\n", lines);
         System.out.println(err);
         System.out.println(out.lines().filter(l -> !l.contains(": call ")).reduce("", (a, b) -> a + b + "\n"));

@@ -127,13 +127,13 @@ public final class CudaLoopbackEngine implements LocalGroup {
 
     /** The device-side call counter of {@code rank} (metadata word 0). */
     public int epoch(int rank) {
-        return KernelCall.epoch(views.get(rank));
+        return OwnWorkspace.epoch(views.get(rank));
     }
 
     /** Overwrites every rank's device-side call counter (white-box, as upstream's tests write {@code ws[:4]}). */
     public void forceEpoch(int epoch) {
         for (PeerWorkspaces v : views) {
-            KernelCall.forceEpoch(v, epoch);
+            OwnWorkspace.forceEpoch(v, epoch);
         }
     }
 
@@ -179,7 +179,7 @@ public final class CudaLoopbackEngine implements LocalGroup {
         state.requireOpen();
         device.synchronize();
         for (PeerWorkspaces v : views) {
-            device.zero(v.workspaceAddress(v.rank()), v.workspaceBytes());
+            OwnWorkspace.zero(v);
         }
         state.clearPoison();
     }

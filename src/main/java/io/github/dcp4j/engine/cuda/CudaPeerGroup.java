@@ -180,7 +180,7 @@ public final class CudaPeerGroup implements LocalGroup {
             d.synchronize();
         }
         for (PeerWorkspaces v : views) {
-            v.device().zero(v.workspaceAddress(v.rank()), v.workspaceBytes());
+            OwnWorkspace.zero(v);
         }
         state.clearPoison();
     }

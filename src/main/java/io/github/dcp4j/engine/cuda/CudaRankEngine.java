@@ -111,7 +111,7 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
 
     /** The device-side call counter of this rank's workspace. */
     public int epoch() {
-        return KernelCall.epoch(view);
+        return OwnWorkspace.epoch(view);
     }
 
     /**
@@ -122,7 +122,7 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
         state.requireUsable();
         view.device().synchronize();
         rendezvous.barrier("epoch-before");
-        KernelCall.forceEpoch(view, epoch);
+        OwnWorkspace.forceEpoch(view, epoch);
         rendezvous.barrier("epoch-after");
     }
 
@@ -182,7 +182,7 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
         state.requireOpen();
         view.device().synchronize();
         rendezvous.barrier("reset-stopped");
-        view.device().zero(view.workspaceAddress(rank()), view.workspaceBytes());
+        OwnWorkspace.zero(view);
         rendezvous.barrier("reset-zeroed");
         state.clearPoison();
     }

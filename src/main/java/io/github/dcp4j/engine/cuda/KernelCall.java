@@ -18,7 +18,6 @@ import jcuda.driver.JCudaDriver;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.time.Duration;
@@ -32,9 +31,6 @@ import java.util.List;
  * cooperative launch on the call's stream (it can be captured into a CUDA graph); {@link #run()} launches and waits.
  */
 public final class KernelCall implements LocalGroup.PreparedCall {
-    /** Metadata bytes the host reads back: epoch, finished count and the timeout record. */
-    static final int METADATA_BYTES = Ll128.TIMEOUT_LINE_OFFSET + Integer.BYTES;
-
     private final Kernels kernels;
     private final List<ReduceCall> calls;
     private final List<PeerWorkspaces> views;
@@ -200,7 +196,7 @@ public final class KernelCall implements LocalGroup.PreparedCall {
     public void checkTimeouts() {
         PeerTimeoutException failure = null;
         for (PeerWorkspaces view : views) {
-            PeerTimeoutException e = timeoutRecord(view, timeout);
+            PeerTimeoutException e = OwnWorkspace.timeoutRecord(view, timeout);
             if (e != null) {
                 if (failure == null) {
                     failure = e;
@@ -212,41 +208,6 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         if (failure != null) {
             state.poison(failure);
             throw failure;
-        }
-    }
-
-    /** The timeout {@code view}'s rank recorded in its metadata in its last call, or null. */
-    static PeerTimeoutException timeoutRecord(PeerWorkspaces view, Duration timeout) {
-        int[] m = metadata(view);
-        int kind = m[Ll128.TIMEOUT_OFFSET / Integer.BYTES];
-        if (kind == 0) {
-            return null;
-        }
-        return new PeerTimeoutException(view.rank(), m[Ll128.TIMEOUT_SOURCE_OFFSET / Integer.BYTES],
-                m[Ll128.TIMEOUT_ROW_OFFSET / Integer.BYTES], m[Ll128.TIMEOUT_LINE_OFFSET / Integer.BYTES],
-                kind == Ll128.TIMEOUT_LSE_LINE, timeout, m[Ll128.EPOCH_OFFSET / Integer.BYTES] - 1);
-    }
-
-    /** The first metadata words of {@code view}'s own workspace: epoch, finished, timeout kind, source, row, line. */
-    static int[] metadata(PeerWorkspaces view) {
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment m = arena.allocate(METADATA_BYTES, Integer.BYTES);
-            view.device().copyToHost(view.workspaceAddress(view.rank()), m);
-            return m.toArray(ValueLayout.JAVA_INT.withOrder(ByteOrder.LITTLE_ENDIAN));
-        }
-    }
-
-    /** The device-side call counter of {@code view}'s own workspace. */
-    static int epoch(PeerWorkspaces view) {
-        return metadata(view)[Ll128.EPOCH_OFFSET / Integer.BYTES];
-    }
-
-    /** Overwrites the device-side call counter of {@code view}'s own workspace (white-box, for the wrap tests). */
-    static void forceEpoch(PeerWorkspaces view, int epoch) {
-        try (Arena arena = Arena.ofConfined()) {
-            MemorySegment word = arena.allocate(Integer.BYTES, Integer.BYTES);
-            word.set(ValueLayout.JAVA_INT.withOrder(ByteOrder.LITTLE_ENDIAN), 0, epoch);
-            view.device().copyFromHost(word, view.workspaceAddress(view.rank()) + Ll128.EPOCH_OFFSET);
         }
     }
 
