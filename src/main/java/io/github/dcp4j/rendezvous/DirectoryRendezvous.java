@@ -21,7 +21,9 @@ import java.util.concurrent.locks.LockSupport;
  * A rendezvous in a shared directory, for child JVMs and batch schedulers: each rank's contribution to a key is one
  * file {@code <key>.<rank>}, written to a temporary name and then hard-linked into place, which is atomic and fails
  * if the name exists (so a second process claiming a rank, or a stale file of an earlier job, is noticed). Readers
- * poll for the files of the other ranks. Files stay until the directory is removed: give each job a fresh directory.
+ * poll for the files of the other ranks. A rank deletes its file of exchange k once exchange k + 1 has completed (every
+ * rank has then read it, since no rank publishes k + 1 before it has read all of k), so a rank keeps at most two files
+ * and leaves one, its last, which stays until the directory is removed: give each job a fresh directory.
  */
 public final class DirectoryRendezvous implements Rendezvous {
     private static final long MAX_POLL_NANOS = 20_000_000L;
@@ -30,6 +32,8 @@ public final class DirectoryRendezvous implements Rendezvous {
     private final Participant self;
     private final Duration timeout;
     private long exchanges;
+    /** This rank's file of the last completed exchange, deleted when the next one completes. */
+    private Path lastOwnFile;
 
     public DirectoryRendezvous(Path dir, String job, int rank, int worldSize, Duration timeout) {
         Objects.requireNonNull(dir, "dir");
@@ -84,6 +88,7 @@ public final class DirectoryRendezvous implements Rendezvous {
                 }
             }
             if (!missing) {
+                forgetPrevious(file(key, rank()));
                 return Arrays.asList(parts);
             }
             if (System.nanoTime() - deadline > 0) {
@@ -99,6 +104,18 @@ public final class DirectoryRendezvous implements Rendezvous {
             LockSupport.parkNanos(pause);
             pause = Math.min(MAX_POLL_NANOS, pause * 2);
         }
+    }
+
+    /** Deletes this rank's file of the exchange before the one just completed: every rank has read it. */
+    private void forgetPrevious(Path completed) {
+        if (lastOwnFile != null) {
+            try {
+                Files.deleteIfExists(lastOwnFile);
+            } catch (IOException e) {
+                throw new UncheckedIOException("rendezvous: cannot delete " + lastOwnFile, e);
+            }
+        }
+        lastOwnFile = completed;
     }
 
     private Path file(String key, int rank) {

@@ -190,6 +190,27 @@ class RendezvousTest {
         }
     }
 
+    /** A long-running group over a directory leaves one file per rank (its last), however many exchanges it makes. */
+    @Test
+    void aDirectoryRendezvousLeavesOnlyTheLastExchangesFiles() throws Exception {
+        int world = 3;
+        List<Future<Integer>> done = asRanks(world, rank -> {
+            try (Rendezvous rv = new DirectoryRendezvous(dir, "job-g", rank, world, Duration.ofSeconds(20))) {
+                for (int i = 0; i < 60; i++) {
+                    assertEquals(world, rv.allGather("call-check", new byte[] {(byte) i}).size());
+                }
+                return rank;
+            }
+        });
+        for (Future<Integer> f : done) {
+            f.get();
+        }
+        try (var files = Files.list(dir)) {
+            List<String> left = files.map(p -> p.getFileName().toString()).sorted().toList();
+            assertEquals(List.of("60-call-check.0", "60-call-check.1", "60-call-check.2"), left);
+        }
+    }
+
     @Test
     void aStaleFileOfAnEarlierJobIsRefusedNamingTheJob() throws Exception {
         try (Rendezvous old = new DirectoryRendezvous(dir, "job-old", 0, 1, Duration.ofSeconds(1))) {
