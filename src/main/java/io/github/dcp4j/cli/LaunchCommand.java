@@ -105,7 +105,11 @@ final class LaunchCommand implements Callable<Integer> {
             return status;
         } finally {
             stopAll(children);
-            Runtime.getRuntime().removeShutdownHook(stopper);
+            try {
+                Runtime.getRuntime().removeShutdownHook(stopper);
+            } catch (IllegalStateException shuttingDown) {
+                // the launcher itself is being stopped: the hook stops the children
+            }
             deleteTree(scratch);
         }
     }

@@ -3,6 +3,7 @@ package io.github.dcp4j.peer;
 import io.github.dcp4j.cuda.CudaDevice;
 import io.github.dcp4j.cuda.DeviceBuffer;
 import io.github.dcp4j.cuda.IpcMapping;
+import io.github.dcp4j.layout.Ll128;
 import io.github.dcp4j.rendezvous.Rendezvous;
 import io.github.dcp4j.rendezvous.RendezvousException;
 
@@ -14,8 +15,8 @@ import java.util.Objects;
 /**
  * One process per rank over CUDA IPC (several processes may share one GPU): this rank's workspace is a zeroed
  * {@code cuMemAlloc} buffer whose IPC handle is exchanged through the rendezvous, and every other rank's is opened
- * here with {@code cuIpcOpenMemHandle}. Before anything is exchanged, the ranks check that they agree on the group
- * (size, workspace bytes); a disagreement is refused on every rank.
+ * here with {@code cuIpcOpenMemHandle}. Before anything is allocated, the ranks check that they agree on the protocol
+ * and the workspace size; a disagreement is refused on every rank. Every rank must run on the same node.
  *
  * <p>Close is collective too: each rank unmaps its peers' buffers, waits at the rendezvous until every rank has,
  * and only then frees its own.
@@ -35,7 +36,7 @@ public final class IpcWorkspaces implements PeerWorkspaces, AutoCloseable {
         this.workspaceBytes = workspaceBytes;
         int world = rendezvous.worldSize();
         GroupCheck.agree(rendezvous, "ipc-group", "the CUDA IPC workspace group",
-                GroupCheck.Claim.of("cp_size", world, "workspace_bytes", workspaceBytes));
+                GroupCheck.Claim.of("protocol", Ll128.PROTOCOL_ID, "workspace_bytes", workspaceBytes));
         this.own = DeviceBuffer.allocate(device, workspaceBytes);
         this.bases = new long[world];
         try {

@@ -54,6 +54,10 @@ public final class PeerAccessWorkspaces implements AutoCloseable {
         }
         for (CudaDevice a : distinct(devices)) {
             for (CudaDevice b : distinct(devices)) {
+                if (a != b && a.ordinal() == b.ordinal()) {
+                    throw new IllegalArgumentException("devices holds two CudaDevice objects for GPU " + a.ordinal()
+                            + ": pass the same CudaDevice for every rank on one GPU");
+                }
                 if (a != b && !a.canAccessPeer(b)) {
                     throw new IllegalArgumentException(a + " cannot access " + b + " (the driver reports no peer"
                             + " access between them): in-process ranks need peer access between every pair of GPUs,"
