@@ -4,6 +4,7 @@ import io.github.dcp4j.op.DType;
 import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.ReduceCall;
 import io.github.dcp4j.op.TensorView;
+import io.github.dcp4j.op.WorkspaceSpec;
 import io.github.dcp4j.reference.Fp64Oracle;
 import io.github.dcp4j.reference.RandomInputs;
 
@@ -20,6 +21,11 @@ import java.util.SplittableRandom;
 record BenchInputs(List<TensorView> partialO, List<TensorView> partialLse, List<TensorView> out) {
     static final DType DTYPE = DType.BF16;
     static final LseMode MODE = LseMode.BASE2;
+
+    /** The workspace a case's group needs: exactly its batch. */
+    static WorkspaceSpec spec(Benchmark.Case c) {
+        return new WorkspaceSpec(c.batch(), c.heads(), c.cp(), c.headDim(), DTYPE);
+    }
 
     static BenchInputs all(Benchmark.Case c, Arena arena) {
         return of(c, arena, r -> true);

@@ -4,7 +4,6 @@ import io.github.dcp4j.cuda.CudaDevice;
 import io.github.dcp4j.cuda.CudaStream;
 import io.github.dcp4j.engine.cuda.CudaLoopbackEngine;
 import io.github.dcp4j.engine.cuda.KernelCall;
-import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.WorkspaceSpec;
 
 import java.lang.foreign.Arena;
@@ -50,10 +49,10 @@ public final class LoopbackDeployment implements Deployment {
     @Override
     public Prepared prepare(Benchmark.Case c, Arena arena) {
         BenchInputs in = BenchInputs.all(c, arena);
-        WorkspaceSpec spec = new WorkspaceSpec(c.batch(), c.heads(), c.cp(), c.headDim(), BenchInputs.DTYPE);
+        WorkspaceSpec spec = BenchInputs.spec(c);
         CudaLoopbackEngine engine = CudaLoopbackEngine.open(device, spec, timeout);
         try {
-            KernelCall call = engine.prepare(in.partialO(), in.partialLse(), in.out(), LseMode.BASE2,
+            KernelCall call = engine.prepare(in.partialO(), in.partialLse(), in.out(), BenchInputs.MODE,
                     new CudaStream(device));
             return new Lanes(List.of(call), () -> {
                 call.checkTimeouts();

@@ -69,7 +69,7 @@ public final class ProcessDeployment implements Deployment {
         int rank = rendezvous.rank();
         boolean checked = c.batch() <= ORACLE_MAX_BATCH;
         BenchInputs in = BenchInputs.of(c, arena, r -> checked || r == rank);
-        WorkspaceSpec spec = new WorkspaceSpec(c.batch(), c.heads(), c.cp(), c.headDim(), BenchInputs.DTYPE);
+        WorkspaceSpec spec = BenchInputs.spec(c);
         IpcWorkspaces ws = IpcWorkspaces.open(device, spec.bytes(), rendezvous);
         CudaRankEngine engine = null;
         CudaStream stream = null;

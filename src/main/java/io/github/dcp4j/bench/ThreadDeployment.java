@@ -59,7 +59,7 @@ public final class ThreadDeployment implements Deployment {
     @Override
     public Prepared prepare(Benchmark.Case c, Arena arena) {
         BenchInputs in = BenchInputs.all(c, arena);
-        WorkspaceSpec spec = new WorkspaceSpec(c.batch(), c.heads(), c.cp(), c.headDim(), BenchInputs.DTYPE);
+        WorkspaceSpec spec = BenchInputs.spec(c);
         CudaPeerGroup group = CudaPeerGroup.open(rankDevices(c.cp()), spec, timeout);
         try {
             CudaPeerGroup.Prepared call = group.prepare(in.partialO(), in.partialLse(), in.out(), BenchInputs.MODE);
