@@ -238,10 +238,24 @@ __device__ bool receive_ll128(const LaunchArgs& a, const RankArgs& r, const Call
                 }
                 // Back off, doubling: polling warps must leave the memory system to the senders they wait for.
                 __nanosleep(min(kPollSleepNs << min(round, 5), kMaxPollSleepNs));
+                // While a line is missing only its flag part is polled, and only that of the first missing source:
+                // a waiting warp reads 16 bytes per line instead of every missing line whole. Once that flag is
+                // there, every missing line is loaded whole again. A line whose flag was seen holds its whole image
+                // (atomic-line assumption) until this warp zeroes the flag, so the later load reads that image.
+                bool arrived = false;
+                if (part == kFlagPart && pending != 0u) {
+                    uint64_t flag_lo;
+                    uint64_t flag_hi;
+                    ptx::ld_volatile_line_part(line0 + (s0 + __ffs(pending) - 1) * line_source_stride, flag_lo,
+                                               flag_hi);
+                    arrived = flag_hi == f.data;
+                }
+                if (__shfl_sync(kFullMask, arrived, lane | kFlagPart)) {
 #pragma unroll
-                for (int k = 0; k < kSourceBatch; ++k) {
-                    if (pending & (1u << k)) {
-                        ptx::ld_volatile_line_part(line0 + (s0 + k) * line_source_stride, lo[k], hi[k]);
+                    for (int k = 0; k < kSourceBatch; ++k) {
+                        if (pending & (1u << k)) {
+                            ptx::ld_volatile_line_part(line0 + (s0 + k) * line_source_stride, lo[k], hi[k]);
+                        }
                     }
                 }
             }

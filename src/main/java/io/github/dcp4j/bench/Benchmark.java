@@ -235,6 +235,11 @@ public final class Benchmark implements AutoCloseable {
     /**
      * The largest over lanes of the median over samples of the CUDA-event time of {@code work} on each lane, after
      * {@code warmup} unmeasured runs. Every lane's work of a sample is queued before any is waited for.
+     * <p>
+     * Each sample queues the work twice and times the second: the untimed lead-in absorbs the skew between the
+     * moments the hosts queue the sample (ranks in other processes queue theirs whenever their previous sample ended,
+     * and a rank's first call waits for its slowest peer), so the timed part starts with every rank in step, as
+     * consecutive layers of one decode step do.
      */
     private double medianMillis(List<Lane> lanes, LaneWork work, int warmup, int samples) {
         for (int w = 0; w < warmup; w++) {
@@ -258,6 +263,7 @@ public final class Benchmark implements AutoCloseable {
                     Lane l = lanes.get(i);
                     CudaEvent[] e = events.get(i);
                     l.device().run(() -> {
+                        work.queue(lane);
                         e[0].record(l.stream());
                         work.queue(lane);
                         e[1].record(l.stream());
