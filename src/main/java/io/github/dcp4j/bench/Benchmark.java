@@ -91,7 +91,7 @@ public final class Benchmark implements AutoCloseable {
     private final Settings settings;
     private final PrintWriter progress;
     private final CudaStream stream;
-    private final Map<CudaDevice, DeviceBuffer> flush = new IdentityHashMap<>();
+    private final Map<CudaDevice, DeviceBuffer> flushBuffers = new IdentityHashMap<>();
     private final double copyBytesPerSecond;
 
     /** A benchmark of {@code deployment}'s launches; floors measured on its first GPU. */
@@ -101,8 +101,10 @@ public final class Benchmark implements AutoCloseable {
         this.settings = settings;
         this.progress = progress;
         this.stream = new CudaStream(device);
-        for (CudaDevice d : deployment.devices()) {
-            flush.computeIfAbsent(d, x -> DeviceBuffer.allocate(x, FLUSH_BYTES));
+        if (deployment.flushesL2()) {
+            for (CudaDevice d : deployment.devices()) {
+                flushBuffers.computeIfAbsent(d, x -> DeviceBuffer.allocate(x, FLUSH_BYTES));
+            }
         }
         // one process measures while the others wait: concurrent copies from every process would share the GPU
         this.copyBytesPerSecond = deployment.maxOverProcesses("copy-bandwidth",
@@ -146,14 +148,14 @@ public final class Benchmark implements AutoCloseable {
             for (KernelCall k : calls) {
                 lanes.add(new Lane(k.device(), k.stream()));
             }
-            double us = measure(c, lanes, i -> calls.get(i).launch());
+            String key = c.mode().spelling() + "-" + c.batch() + "-" + c.heads() + "-" + c.headDim()
+                    + (c.flushL2() ? "-flushed" : "-hot");
+            double us = measure(c, lanes, i -> calls.get(i).launch(), key);
             double floor = graphMicros(lanes, i -> calls.get(i).launchEmpty(), callsPerGraph(c));
             double err = p.checkOutputs();
             double[] host = c.mode() == Mode.EAGER && calls.size() == 1 ? hostCost(calls.getFirst())
                     : new double[] {Double.NaN, Double.NaN};
-            String key = c.mode().spelling() + "-" + c.batch() + "-" + c.heads() + "-" + c.headDim()
-                    + (c.flushL2() ? "-flushed" : "-hot");
-            return new Result(c, deployment.maxOverProcesses(key + "-us", us),
+            return new Result(c, us,
                     deployment.maxOverProcesses(key + "-floor", floor), byteFloorMicros(c),
                     deployment.maxOverProcesses(key + "-err", err), deployment.maxOverProcesses(key + "-host", host[0]),
                     deployment.maxOverProcesses(key + "-host-empty", host[1]));
@@ -173,16 +175,21 @@ public final class Benchmark implements AutoCloseable {
         void queue(int lane);
     }
 
-    /** µs per call in the case's mode; with L2 flushed, minus the same structure of flushes alone. */
-    private double measure(Case c, List<Lane> lanes, LaneWork launch) {
-        LaneWork flushes = i -> flush.get(lanes.get(i).device()).fillAsync((byte) 1, lanes.get(i).stream());
-        LaneWork one = c.flushL2() ? i -> {
-            flushes.queue(i);
+    /**
+     * µs per call in the case's mode, the maximum over ranks; with L2 flushed, minus the same structure of flushes
+     * alone (maximum over ranks too: where processes share a GPU only the first flushes, and every rank's calls wait
+     * for its flush).
+     */
+    private double measure(Case c, List<Lane> lanes, LaneWork launch, String key) {
+        boolean flushes = c.flushL2() && deployment.flushesL2();
+        LaneWork flush = i -> flushBuffers.get(lanes.get(i).device()).fillAsync((byte) 1, lanes.get(i).stream());
+        LaneWork one = flushes ? i -> {
+            flush.queue(i);
             launch.queue(i);
         } : launch;
-        double us = modeMicros(c, lanes, one);
+        double us = deployment.maxOverProcesses(key + "-us", modeMicros(c, lanes, one));
         if (c.flushL2()) {
-            us -= modeMicros(c, lanes, flushes);
+            us -= deployment.maxOverProcesses(key + "-flush", flushes ? modeMicros(c, lanes, flush) : 0);
         }
         return us;
     }
@@ -343,7 +350,7 @@ public final class Benchmark implements AutoCloseable {
 
     @Override
     public void close() {
-        flush.values().forEach(DeviceBuffer::close);
+        flushBuffers.values().forEach(DeviceBuffer::close);
         stream.close();
     }
 }

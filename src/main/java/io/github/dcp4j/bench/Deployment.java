@@ -29,6 +29,12 @@ public interface Deployment {
     /** Whether this process prints the report (rank 0 of a multi-process group, or the only process). */
     boolean reports();
 
+    /**
+     * Whether this process flushes the L2 of its GPUs in L2-flushed cases. The L2 belongs to the GPU: where several
+     * processes share one, only the first flushes, else each call would wait for every process's flush.
+     */
+    boolean flushesL2();
+
     /** This process's launches of one case; collective across processes. */
     Prepared prepare(Benchmark.Case c, Arena arena);
 

@@ -25,12 +25,19 @@ public final class ProcessDeployment implements Deployment {
     private final Rendezvous rendezvous;
     private final CudaDevice device;
     private final int ranksSharingGpu;
+    private final boolean firstOnGpu;
     private final Duration timeout;
 
-    public ProcessDeployment(Rendezvous rendezvous, CudaDevice device, int ranksSharingGpu, Duration timeout) {
+    /**
+     * @param ranksSharingGpu processes whose ranks share this process's GPU
+     * @param firstOnGpu      whether this process is the first of them (it flushes the GPU's L2 in flushed cases)
+     */
+    public ProcessDeployment(Rendezvous rendezvous, CudaDevice device, int ranksSharingGpu, boolean firstOnGpu,
+                             Duration timeout) {
         this.rendezvous = rendezvous;
         this.device = device;
         this.ranksSharingGpu = ranksSharingGpu;
+        this.firstOnGpu = firstOnGpu;
         this.timeout = timeout;
     }
 
@@ -58,6 +65,11 @@ public final class ProcessDeployment implements Deployment {
     @Override
     public boolean reports() {
         return rendezvous.rank() == 0;
+    }
+
+    @Override
+    public boolean flushesL2() {
+        return firstOnGpu;
     }
 
     @Override
