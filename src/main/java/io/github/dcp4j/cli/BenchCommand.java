@@ -124,6 +124,11 @@ final class BenchCommand implements Callable<Integer> {
                     + " queue one op launch / one bare empty launch");
             table.println("# rel.err: NaN where not checked (processes mode checks batches up to 32; `check` covers the"
                     + " rest)");
+            if (l2.contains("flushed") && where.deployment().name().equals("processes")
+                    && where.deployment().ranksPerGpu(cp) > 1) {
+                table.println("# L2 flushed with processes sharing a GPU: the other processes' blocks wait on the SMs"
+                        + " while the first one's flush runs, so those rows keep part of the flush (docs/PERFORMANCE.md)");
+            }
             table.flush();
             if (csv != null && reports) {
                 writeCsv(csv, results, peer);
