@@ -33,16 +33,21 @@ final class TcpStore {
     private final TreeSet<Integer> connected = new TreeSet<>();
     /** Ranks that closed their connection without BYE, with the last key they reached (guarded by lock). */
     private final Map<Integer, String> departed = new HashMap<>();
-    /** Contributions per key, until every rank has taken the result (guarded by lock). */
+    /** Contributions per key, until every rank that contributed has left the round (guarded by lock). */
     private final Map<String, Round> rounds = new HashMap<>();
     private final Thread acceptor;
 
     private static final class Round {
         final byte[][] parts;
-        int taken;
+        /** Contributors whose wait has ended, with the result or with a failure. */
+        int ended;
 
         Round(int world) {
             parts = new byte[world][];
+        }
+
+        int contributors() {
+            return parts.length - missing().size();
         }
 
         List<Integer> missing() {
@@ -177,9 +182,10 @@ final class TcpStore {
     private void gather(int rank, String key, byte[] mine, long timeoutMs, DataOutputStream out) throws IOException {
         byte[][] result = null;
         String failure;
+        Round round = null;
         lock.lock();
         try {
-            Round round = rounds.computeIfAbsent(key, k -> new Round(owner.worldSize()));
+            round = rounds.computeIfAbsent(key, k -> new Round(owner.worldSize()));
             round.parts[rank] = mine;
             changed.signalAll();
             long nanos = TimeUnit.MILLISECONDS.toNanos(timeoutMs);
@@ -187,9 +193,6 @@ final class TcpStore {
                 List<Integer> missing = round.missing();
                 if (missing.isEmpty()) {
                     result = round.parts;
-                    if (++round.taken == owner.worldSize()) {
-                        rounds.remove(key);
-                    }
                     failure = null;
                     break;
                 }
@@ -215,6 +218,10 @@ final class TcpStore {
             Thread.currentThread().interrupt();
             failure = "rendezvous '" + key + "': the store was interrupted";
         } finally {
+            // a failed round is dropped too, once its last waiter gave up; a rank arriving later starts a new one
+            if (round != null && ++round.ended == round.contributors()) {
+                rounds.remove(key);
+            }
             lock.unlock();
         }
         if (failure != null) {
@@ -227,6 +234,16 @@ final class TcpStore {
         for (byte[] part : result) {
             out.writeInt(part.length);
             out.write(part);
+        }
+    }
+
+    /** Rounds still held: some contributor is still waiting (for tests). */
+    int openRounds() {
+        lock.lock();
+        try {
+            return rounds.size();
+        } finally {
+            lock.unlock();
         }
     }
 

@@ -16,6 +16,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -244,6 +245,40 @@ class RendezvousTest {
             Exception e = got.get(r).get();
             assertTrue(e.getMessage().contains("[2] left"), "rank " + r + ": " + e.getMessage());
         }
+    }
+
+    @Test
+    void aTcpRoundThatTimedOutIsDroppedByTheStoreOnceItsWaitersGaveUp() throws Exception {
+        Opener open = opener("tcp");
+        CountDownLatch rank1GaveUp = new CountDownLatch(1);
+        CountDownLatch checked = new CountDownLatch(1);
+        List<Future<Integer>> got = asRanks(3, rank -> {
+            try (Rendezvous rv = open.open(rank, 3, "job-g", Duration.ofMillis(800))) {
+                rv.allGather("everyone", new byte[] {(byte) rank});
+                if (rank == 2) {
+                    checked.await();
+                    return -1;
+                }
+                assertThrows(RendezvousException.class, () -> rv.allGather("without-rank-2", new byte[] {1}));
+                if (rank == 1) {
+                    rank1GaveUp.countDown();
+                    return -1;
+                }
+                rank1GaveUp.await();
+                int held = storeOf(rv).openRounds();
+                checked.countDown();
+                return held;
+            }
+        });
+        assertEquals(0, got.get(0).get(), "rounds the store still holds after both waiters timed out");
+        got.get(1).get();
+        got.get(2).get();
+    }
+
+    private static TcpStore storeOf(Rendezvous rv) throws Exception {
+        var store = TcpRendezvous.class.getDeclaredField("store");
+        store.setAccessible(true);
+        return (TcpStore) store.get(rv);
     }
 
     /** Drops the connection as a dying process would (no BYE). */
