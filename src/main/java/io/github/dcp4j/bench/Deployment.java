@@ -30,10 +30,13 @@ public interface Deployment {
     boolean reports();
 
     /**
-     * Whether this process flushes the L2 of its GPUs in L2-flushed cases. The L2 belongs to the GPU: where several
-     * processes share one, only the first flushes, else each call would wait for every process's flush.
+     * Whether this process flushes the L2 of its GPUs in L2-flushed cases (by default it does). The L2 belongs to the
+     * GPU: where several processes share one, only the first flushes, else each call would wait for every process's
+     * flush.
      */
-    boolean flushesL2();
+    default boolean flushesL2() {
+        return true;
+    }
 
     /** This process's launches of one case; collective across processes. */
     Prepared prepare(Benchmark.Case c, Arena arena);

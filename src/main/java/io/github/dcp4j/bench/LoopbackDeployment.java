@@ -47,11 +47,6 @@ public final class LoopbackDeployment implements Deployment {
     }
 
     @Override
-    public boolean flushesL2() {
-        return true;
-    }
-
-    @Override
     public Prepared prepare(Benchmark.Case c, Arena arena) {
         BenchInputs in = BenchInputs.all(c, arena);
         WorkspaceSpec spec = BenchInputs.spec(c);
