@@ -26,8 +26,10 @@ public interface Deployment {
     /** Ranks whose kernels share the busiest GPU (the byte floor's share of the group's bytes). */
     int ranksPerGpu(int cp);
 
-    /** Whether this process prints the report (rank 0 of a multi-process group, or the only process). */
-    boolean reports();
+    /** Whether this process prints the report (rank 0 of a multi-process group; by default the only process). */
+    default boolean reports() {
+        return true;
+    }
 
     /**
      * Whether this process flushes the L2 of its GPUs in L2-flushed cases (by default it does). The L2 belongs to the
@@ -41,8 +43,10 @@ public interface Deployment {
     /** This process's launches of one case; collective across processes. */
     Prepared prepare(Benchmark.Case c, Arena arena);
 
-    /** The maximum of {@code value} over every process of the group (collective; the value itself in one process). */
-    double maxOverProcesses(String what, double value);
+    /** The maximum of {@code value} over every process of the group (collective; by default one process: itself). */
+    default double maxOverProcesses(String what, double value) {
+        return value;
+    }
 
     /** One case's launches in this process, with a check of the outputs. */
     interface Prepared extends AutoCloseable {

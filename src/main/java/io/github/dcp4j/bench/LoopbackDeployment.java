@@ -42,11 +42,6 @@ public final class LoopbackDeployment implements Deployment {
     }
 
     @Override
-    public boolean reports() {
-        return true;
-    }
-
-    @Override
     public Prepared prepare(Benchmark.Case c, Arena arena) {
         BenchInputs in = BenchInputs.all(c, arena);
         WorkspaceSpec spec = BenchInputs.spec(c);
@@ -75,10 +70,5 @@ public final class LoopbackDeployment implements Deployment {
             r[i] = i;
         }
         return r;
-    }
-
-    @Override
-    public double maxOverProcesses(String what, double value) {
-        return value;
     }
 }

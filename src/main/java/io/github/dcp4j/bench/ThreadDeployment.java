@@ -52,11 +52,6 @@ public final class ThreadDeployment implements Deployment {
     }
 
     @Override
-    public boolean reports() {
-        return true;
-    }
-
-    @Override
     public Prepared prepare(Benchmark.Case c, Arena arena) {
         BenchInputs in = BenchInputs.all(c, arena);
         WorkspaceSpec spec = BenchInputs.spec(c);
@@ -75,10 +70,5 @@ public final class ThreadDeployment implements Deployment {
             group.close();
             throw e;
         }
-    }
-
-    @Override
-    public double maxOverProcesses(String what, double value) {
-        return value;
     }
 }
