@@ -1,10 +1,10 @@
 // dcp4j: the fused decode context-parallel all-to-all + LSE merge, LL128 protocol (docs/PROTOCOL.md).
 //
-// One cooperative launch of 128-thread blocks holds one or more ranks (loopback runs all cp ranks of one GPU in one
+// One cooperative launch of 256-thread blocks holds one or more ranks (loopback runs all cp ranks of one GPU in one
 // launch, as consecutive slices of the grid). In every warp of a rank:
-//   send:    one warp per (row, destination): each warp-wide 16-byte-per-lane store writes 4 whole lines straight
-//            into the destination's workspace, lane part 7 carrying data word 14 and the flag; then one 16-byte LSE
-//            line per group of four lines.
+//   send:    one warp per (row, destination), the warps of a block on one destination: each warp-wide 16-byte-
+//            per-lane store writes 4 whole lines straight into the destination's workspace, lane part 7 carrying data
+//            word 14 and the flag; then one 16-byte LSE line per group of four lines.
 //   receive: one warp per (row, group of four lines): polls every source's lines and LSE line of its group in its
 //            own workspace, sources in batches of 8, merges in source order 0..cp-1, zeroes every flag it consumed,
 //            writes the output.
@@ -101,10 +101,18 @@ __device__ void send_ll128(const LaunchArgs& a, const RankArgs& r, const CallFla
     const int part = lane % kLanesPerLine;
     const int sub = lane / kLanesPerLine;
     const int cp = (int)a.cp;
-    const int items = (int)a.rows * cp;
+    // Items come in groups of kWarpsPerBlock consecutive rows with one destination, so the warps of a block (which
+    // take consecutive items) write to one peer: an SM touches fewer peer mappings at once. Consecutive groups go to
+    // different peers. Rows are counted up to a whole group; the padding items have no row.
+    const int row_groups = ((int)a.rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
+    const int items = row_groups * cp * kWarpsPerBlock;
     for (int item = warp; item < items; item += warps) {
-        const int row = item / cp;
-        const int dst = item - row * cp;  // consecutive warps write to different peers
+        const int group = item / kWarpsPerBlock;
+        const int dst = group % cp;
+        const int row = (group / cp) * kWarpsPerBlock + item % kWarpsPerBlock;
+        if (row >= (int)a.rows) {
+            continue;
+        }
         const int t = row / (int)a.heads;
         const int h = row - t * (int)a.heads;
         const unsigned char* src = static_cast<const unsigned char*>(r.partial_o) +
@@ -375,5 +383,5 @@ DCP4J_KERNEL(dcp4j_ll128_bf16_basee, __nv_bfloat16, true)
 DCP4J_KERNEL(dcp4j_ll128_fp16_base2, __half, false)
 DCP4J_KERNEL(dcp4j_ll128_fp16_basee, __half, true)
 
-// The launch floor: an empty kernel launched exactly as the op is (cooperative, 128 threads).
+// The launch floor: an empty kernel launched exactly as the op is (cooperative, same blocks).
 extern "C" __global__ void __launch_bounds__(dcp4j::kBlockThreads) dcp4j_empty(const LaunchArgs args) {}

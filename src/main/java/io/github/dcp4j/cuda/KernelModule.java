@@ -69,7 +69,7 @@ public final class KernelModule implements AutoCloseable {
         });
     }
 
-    /** Most blocks of {@code function} (128 threads, no dynamic shared memory) resident at once on the device. */
+    /** Most blocks of {@code function} ({@code blockThreads}, no dynamic shared memory) resident at once. */
     public int coResidentBlocks(CUfunction function, int blockThreads) {
         return device.call(() -> {
             int[] perSm = new int[1];

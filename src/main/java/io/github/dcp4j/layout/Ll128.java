@@ -114,8 +114,12 @@ public final class Ll128 {
 
     /** Receive warps poll sources in batches of this many (cp up to 64 in 8 batches). */
     public static final int SOURCE_BATCH = 8;
-    /** Threads in one block of the kernel (4 warps). */
-    public static final int BLOCK_THREADS = 128;
+    /**
+     * Threads in one block of the kernel (8 warps). With the kernel's ~125 registers per thread a block holds half an
+     * SM's register file, so at most two blocks, and two processes, share an SM: blocks of several MPS clients on one
+     * SM slowed each other's sends (docs/PERFORMANCE.md, "one GPU, 8 processes").
+     */
+    public static final int BLOCK_THREADS = 256;
 
     /** The slot a call with this epoch uses. */
     public static int slot(int epoch) {

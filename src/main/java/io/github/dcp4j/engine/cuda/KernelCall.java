@@ -64,9 +64,11 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         WorkspaceLayout layout = WorkspaceLayout.forWorkspace(views.getFirst().workspaceBytes(), first.cpSize(),
                 first.row());
         this.kernel = kernels.kernel(first.dtype(), first.mode());
-        int work = first.rows() * Math.max(first.cpSize(), first.row().lineGroups());
         int warpsPerBlock = Ll128.BLOCK_THREADS / 32;
-        int wanted = (work + warpsPerBlock - 1) / warpsPerBlock;
+        // send: a block per (group of warpsPerBlock rows, destination); receive: a warp per (row, group of lines)
+        int sendBlocks = Math.ceilDiv(first.rows(), warpsPerBlock) * first.cpSize();
+        int receiveBlocks = Math.ceilDiv(first.rows() * first.row().lineGroups(), warpsPerBlock);
+        int wanted = Math.max(sendBlocks, receiveBlocks);
         this.blocksPerRank = Math.max(1, Math.min(wanted, blockBudget / calls.size()));
         this.grid = blocksPerRank * calls.size();
         try {
