@@ -101,11 +101,6 @@ public final class Benchmark implements AutoCloseable {
         this.settings = settings;
         this.progress = progress;
         this.stream = new CudaStream(device);
-        if (deployment.flushesL2()) {
-            for (CudaDevice d : deployment.devices()) {
-                flushBuffers.computeIfAbsent(d, x -> DeviceBuffer.allocate(x, FLUSH_BYTES));
-            }
-        }
         // one process measures while the others wait: concurrent copies from every process would share the GPU
         this.copyBytesPerSecond = deployment.maxOverProcesses("copy-bandwidth",
                 deployment.reports() ? measureCopyBandwidth() : 0);
@@ -177,21 +172,22 @@ public final class Benchmark implements AutoCloseable {
 
     /**
      * µs per call in the case's mode, the maximum over ranks; with L2 flushed, minus the same structure of flushes
-     * alone (maximum over ranks too: where processes share a GPU only the first flushes, and every rank's calls wait
-     * for its flush).
+     * alone (maximum over ranks too).
      */
     private double measure(Case c, List<Lane> lanes, LaneWork launch, String key) {
-        boolean flushes = c.flushL2() && deployment.flushesL2();
+        if (!c.flushL2()) {
+            return deployment.maxOverProcesses(key + "-us", modeMicros(c, lanes, launch));
+        }
+        for (Lane l : lanes) {  // allocated before any capture: a graph cannot capture an allocation
+            flushBuffers.computeIfAbsent(l.device(), d -> DeviceBuffer.allocate(d, FLUSH_BYTES));
+        }
         LaneWork flush = i -> flushBuffers.get(lanes.get(i).device()).fillAsync((byte) 1, lanes.get(i).stream());
-        LaneWork one = flushes ? i -> {
+        LaneWork both = i -> {
             flush.queue(i);
             launch.queue(i);
-        } : launch;
-        double us = deployment.maxOverProcesses(key + "-us", modeMicros(c, lanes, one));
-        if (c.flushL2()) {
-            us -= deployment.maxOverProcesses(key + "-flush", flushes ? modeMicros(c, lanes, flush) : 0);
-        }
-        return us;
+        };
+        return deployment.maxOverProcesses(key + "-us", modeMicros(c, lanes, both))
+                - deployment.maxOverProcesses(key + "-flush", modeMicros(c, lanes, flush));
     }
 
     private double modeMicros(Case c, List<Lane> lanes, LaneWork one) {

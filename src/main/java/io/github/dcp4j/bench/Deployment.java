@@ -5,6 +5,7 @@ import io.github.dcp4j.engine.cuda.KernelCall;
 
 import java.lang.foreign.Arena;
 import java.util.List;
+import java.util.Optional;
 import java.util.function.DoubleSupplier;
 
 /**
@@ -32,12 +33,11 @@ public interface Deployment {
     }
 
     /**
-     * Whether this process flushes the L2 of its GPUs in L2-flushed cases (by default it does). The L2 belongs to the
-     * GPU: where several processes share one, only the first flushes, else each call would wait for every process's
-     * flush.
+     * Why L2-flushed cases cannot be measured soundly in this deployment, if they cannot (by default they can): the
+     * flush is timed alone and subtracted, which needs it to run as fast beside the op as alone.
      */
-    default boolean flushesL2() {
-        return true;
+    default Optional<String> flushedCasesUnsound() {
+        return Optional.empty();
     }
 
     /** This process's launches of one case; collective across processes. */

@@ -20,6 +20,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.concurrent.Callable;
 
 @Command(name = "bench", mixinStandardHelpOptions = true,
@@ -57,7 +58,8 @@ final class BenchCommand implements Callable<Integer> {
             description = "How long a rank waits for a peer, default ${DEFAULT-VALUE}.")
     Duration timeout;
 
-    @Option(names = "--l2", split = ",", defaultValue = "hot,flushed", description = "hot, flushed or both (default).")
+    @Option(names = "--l2", split = ",", defaultValue = "hot,flushed",
+            description = "hot, flushed or both (default); flushed cases are left out where processes share a GPU.")
     List<String> l2;
 
     @Option(names = "--samples", defaultValue = "30", description = "Samples per case, default ${DEFAULT-VALUE}.")
@@ -93,10 +95,17 @@ final class BenchCommand implements Callable<Integer> {
             throw new IllegalArgumentException("--samples and --calls must be >= 1; got " + samples + ", " + calls);
         }
         Map<Integer, Double> peer = peerCsv == null ? Map.of() : readPeer(peerCsv);
-        List<Benchmark.Case> cases = cases();
+        List<Benchmark.Case> wanted = cases();
         try (Ranks where = Ranks.open(ranks, cp, timeout, err);
              Benchmark bench = new Benchmark(where.deployment(), new Benchmark.Settings(samples, 10, calls, calls),
                      err)) {
+            Optional<String> unsound = where.deployment().flushedCasesUnsound();
+            List<Benchmark.Case> cases = unsound.isEmpty() ? wanted
+                    : wanted.stream().filter(c -> !c.flushL2()).toList();
+            if (cases.isEmpty()) {
+                throw new IllegalArgumentException("--l2 flushed cannot be measured with --ranks " + ranks + " here: "
+                        + unsound.orElseThrow());
+            }
             boolean reports = where.deployment().reports();
             PrintWriter table = reports ? out : new PrintWriter(Writer.nullWriter());
             String when = ZonedDateTime.now().toString();
@@ -106,6 +115,9 @@ final class BenchCommand implements Callable<Integer> {
                     where.deployment().name(), where.deployment().describe(), bench.copyBytesPerSecond() / 1e9);
             table.printf("%-8s %5s %5s %5s %-7s %-7s %9s %8s %7s %8s %7s %8s %7s %9s %9s%n", "mode", "batch", "heads",
                     "hdim", "input", "L2", "us/call", "launch", "x", "bytes", "x", "peer", "x", "host", "rel.err");
+            if (cases.size() < wanted.size()) {
+                table.println("# L2-flushed cases left out: " + unsound.orElseThrow());
+            }
             table.flush();
             List<Benchmark.Result> results = bench.runAll(cases, r -> {
                 Double p = r.c().mode() == Benchmark.Mode.LAYER && !r.c().flushL2() ? peer.get(r.c().batch()) : null;
@@ -124,11 +136,6 @@ final class BenchCommand implements Callable<Integer> {
                     + " queue one op launch / one bare empty launch");
             table.println("# rel.err: NaN where not checked (processes mode checks batches up to 32; `check` covers the"
                     + " rest)");
-            if (l2.contains("flushed") && where.deployment().name().equals("processes")
-                    && where.deployment().ranksPerGpu(cp) > 1) {
-                table.println("# L2 flushed with processes sharing a GPU: the other processes' blocks wait on the SMs"
-                        + " while the first one's flush runs, so those rows keep part of the flush (docs/PERFORMANCE.md)");
-            }
             table.flush();
             if (csv != null && reports) {
                 writeCsv(csv, results, peer);

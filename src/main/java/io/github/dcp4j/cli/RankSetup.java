@@ -23,13 +23,11 @@ final class RankSetup implements AutoCloseable {
     private final Rendezvous rendezvous;
     private final CudaDevice device;
     private final int ranksSharingGpu;
-    private final boolean firstOnGpu;
 
-    private RankSetup(Rendezvous rendezvous, CudaDevice device, int ranksSharingGpu, boolean firstOnGpu) {
+    private RankSetup(Rendezvous rendezvous, CudaDevice device, int ranksSharingGpu) {
         this.rendezvous = rendezvous;
         this.device = device;
         this.ranksSharingGpu = ranksSharingGpu;
-        this.firstOnGpu = firstOnGpu;
     }
 
     /** Whether this process was started as a rank of a multi-process group. */
@@ -63,7 +61,7 @@ final class RankSetup implements AutoCloseable {
             err.printf("rank %d of %d (pid %d): %s, %d rank(s) per GPU, rendezvous %s%n", rendezvous.rank(), world,
                     ProcessHandle.current().pid(), device, sharing, rendezvous.describe());
             err.flush();
-            return new RankSetup(rendezvous, device, sharing, local < gpus);
+            return new RankSetup(rendezvous, device, sharing);
         } catch (RuntimeException e) {
             rendezvous.close();
             throw e;
@@ -88,11 +86,6 @@ final class RankSetup implements AutoCloseable {
 
     int ranksSharingGpu() {
         return ranksSharingGpu;
-    }
-
-    /** Whether this is the first of the ranks on its GPU (local ranks 0 .. GPUs - 1 are each the first on theirs). */
-    boolean firstOnGpu() {
-        return firstOnGpu;
     }
 
     /** This rank's CUDA IPC workspaces of {@code bytes} (collective). */

@@ -52,7 +52,7 @@ final class Ranks implements AutoCloseable {
                 }
                 RankSetup setup = RankSetup.fromEnvironment(timeout, err);
                 return new Ranks(new ProcessDeployment(setup.rendezvous(), setup.device(), setup.ranksSharingGpu(),
-                        setup.firstOnGpu(), timeout), List.of(), setup);
+                        timeout), List.of(), setup);
             }
             default -> throw new IllegalArgumentException("--ranks must be loopback, threads or processes; got '"
                     + ranks + "'");
