@@ -64,12 +64,8 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         WorkspaceLayout layout = WorkspaceLayout.forWorkspace(views.getFirst().workspaceBytes(), first.cpSize(),
                 first.row());
         this.kernel = kernels.kernel(first.dtype(), first.mode());
-        int warpsPerBlock = Ll128.BLOCK_THREADS / 32;
-        // send: a block per (group of warpsPerBlock rows, destination); receive: a warp per (row, group of lines)
-        int sendBlocks = Math.ceilDiv(first.rows(), warpsPerBlock) * first.cpSize();
-        int receiveBlocks = Math.ceilDiv(first.rows() * first.row().lineGroups(), warpsPerBlock);
-        int wanted = Math.max(sendBlocks, receiveBlocks);
-        this.blocksPerRank = Math.max(1, Math.min(wanted, blockBudget / calls.size()));
+        this.blocksPerRank = blocksPerRank(first.rows(), first.cpSize(), first.row().lineGroups(),
+                blockBudget / calls.size());
         this.grid = blocksPerRank * calls.size();
         try {
             ByteBuffer rankArgs = ByteBuffer.allocate(KernelAbi.size(KernelAbi.RANK_ARGS) * calls.size())
@@ -83,6 +79,17 @@ public final class KernelCall implements LocalGroup.PreparedCall {
             close();
             throw e;
         }
+    }
+
+    /**
+     * Blocks of one rank: enough for the send (a block per group of {@link Ll128#BLOCK_THREADS} / 32 rows and
+     * destination) and for the receive (a warp per row and group of lines), at most {@code budget}, at least one.
+     */
+    static int blocksPerRank(int rows, int cpSize, int lineGroups, int budget) {
+        int warpsPerBlock = Ll128.BLOCK_THREADS / 32;
+        int sendBlocks = Math.ceilDiv(rows, warpsPerBlock) * cpSize;
+        int receiveBlocks = Math.ceilDiv(rows * lineGroups, warpsPerBlock);
+        return Math.max(1, Math.min(Math.max(sendBlocks, receiveBlocks), budget));
     }
 
     /** The GPU this call runs on. */
