@@ -11,6 +11,8 @@
 // No fence, no readiness word, no grid barrier: readiness travels in each line. The launch is cooperative only so
 // that every block is resident (a spinning receiver never waits for a sender that cannot start). Every spin is
 // bounded by the launch's timeout: a wait that gives up records what it waited for in the rank's metadata.
+// The launch allows programmatic dependent launch: a block first waits for the stream's earlier work (griddepcontrol
+// .wait), and where the launch says so it lets the stream's next launch start once it has sent.
 //
 // Layout constants and the argument structs come from ll128_layout.h, generated from the Java definition.
 #include <cuda_bf16.h>
@@ -72,6 +74,15 @@ __device__ __forceinline__ CallFlags call_flags(uint32_t epoch) {
     uint32_t lse = epoch + 1u;
     return {kFlagTag | (uint64_t)(uint32_t)(epoch + 1u), lse == 0u ? 1u : lse, (int)(epoch & 1u)};
 }
+
+// Programmatic dependent launch (KernelLaunch launches with it): this grid may start while the stream's previous
+// kernel still runs, so a block waits for that kernel (and its memory) before touching anything; without the launch
+// attribute the wait returns at once.
+__device__ __forceinline__ void wait_for_earlier_work() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
+// Lets the stream's next kernel start its blocks once every block of this grid has done this (or exited); that kernel
+// waits for this one to finish before it reads anything (wait_for_earlier_work).
+__device__ __forceinline__ void allow_next_launch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 
 // A bounded wait: every spin of the launch gives up once timeout_ns have passed since the block started.
 struct Deadline {
@@ -343,6 +354,7 @@ __device__ bool receive_ll128(const LaunchArgs& a, const RankArgs& r, const Call
 template <Protocol P, typename T, bool kBaseE>
 __device__ void dcp_lse_reduce(const LaunchArgs& a) {
     static_assert(P == Protocol::kLL128, "only the LL128 protocol is implemented");
+    wait_for_earlier_work();  // before the epoch, the flags and the inputs are read, and before the deadline starts
     const Deadline deadline{ptx::globaltimer_ns(), (uint64_t)a.timeout_ns};
     const int rank_in_launch = blockIdx.x / (int)a.blocks_per_rank;
     const int block_in_rank = blockIdx.x - rank_in_launch * (int)a.blocks_per_rank;
@@ -355,6 +367,11 @@ __device__ void dcp_lse_reduce(const LaunchArgs& a) {
     const int warps = (int)a.blocks_per_rank * kWarpsPerBlock;
 
     send_ll128<T>(a, r, f, warp, warps, lane);
+    if (a.early_dependents) {
+        // The next call's blocks may now take free SM slots and wait there; the host allows this only where they
+        // fit beside this call's (KernelCall), so they never hold slots that a late rank's blocks need.
+        allow_next_launch();
+    }
     receive_ll128<T, kBaseE>(a, r, f, deadline, warp, warps, lane);
 
     // The last block of this rank to finish resets the count and advances the epoch (device-side, so CUDA-graph

@@ -1,6 +1,5 @@
 package io.github.dcp4j.cuda;
 
-import jcuda.Pointer;
 import jcuda.driver.CUfunction;
 import jcuda.driver.CUmodule;
 import jcuda.driver.JCudaDriver;
@@ -77,13 +76,6 @@ public final class KernelModule implements AutoCloseable {
                     "cuOccupancyMaxActiveBlocksPerMultiprocessor");
             return perSm[0] * device.multiprocessors();
         });
-    }
-
-    /** Queues a cooperative launch of {@code grid} blocks whose one parameter is the struct image {@code args}. */
-    public static void launchCooperative(CUfunction function, int grid, int blockThreads, byte[] args,
-                                         CudaStream stream) {
-        Cuda.check(JCudaDriver.cuLaunchCooperativeKernel(function, grid, 1, 1, blockThreads, 1, 1, 0,
-                stream.handle(), Pointer.to(Pointer.to(args))), "cuLaunchCooperativeKernel");
     }
 
     @Override

@@ -40,7 +40,10 @@ public final class KernelAbi {
             new Field("long long", "peer_offset"),
             new Field("long long", "rank"));
 
-    /** Launch-wide arguments: geometry, layout sizes and the timeout. */
+    /**
+     * Launch-wide arguments: geometry, layout sizes, the timeout, and whether the blocks let the stream's next launch
+     * start early (programmatic dependent launch).
+     */
     public static final List<Field> LAUNCH_ARGS = List.of(
             new Field("const RankArgs*", "ranks"),
             new Field("long long", "ranks_in_launch"),
@@ -56,7 +59,8 @@ public final class KernelAbi {
             new Field("long long", "data_slot_bytes"),
             new Field("long long", "lse_region_offset"),
             new Field("long long", "lse_slot_bytes"),
-            new Field("long long", "timeout_ns"));
+            new Field("long long", "timeout_ns"),
+            new Field("long long", "early_dependents"));
 
     public static final int FIELD_BYTES = 8;
 

@@ -37,6 +37,6 @@ class CudaHeaderTest {
             }
         }
         assertTrue(header.contains("static_assert(sizeof(RankArgs) == 104"));
-        assertEquals(120, KernelAbi.size(KernelAbi.LAUNCH_ARGS));
+        assertEquals(128, KernelAbi.size(KernelAbi.LAUNCH_ARGS));
     }
 }

@@ -4,7 +4,7 @@ import io.github.dcp4j.cuda.Cuda;
 import io.github.dcp4j.cuda.CudaDevice;
 import io.github.dcp4j.cuda.CudaStream;
 import io.github.dcp4j.cuda.DeviceBuffer;
-import io.github.dcp4j.cuda.KernelModule;
+import io.github.dcp4j.cuda.KernelLaunch;
 import io.github.dcp4j.engine.LocalGroup;
 import io.github.dcp4j.engine.PeerTimeoutException;
 import io.github.dcp4j.layout.KernelAbi;
@@ -13,7 +13,6 @@ import io.github.dcp4j.layout.WorkspaceLayout;
 import io.github.dcp4j.op.ReduceCall;
 import io.github.dcp4j.op.TensorView;
 import io.github.dcp4j.peer.PeerWorkspaces;
-import jcuda.driver.CUfunction;
 import jcuda.driver.JCudaDriver;
 
 import java.lang.foreign.Arena;
@@ -39,10 +38,11 @@ public final class KernelCall implements LocalGroup.PreparedCall {
     private final WorkspaceState state;
     private final List<DeviceBuffer> buffers = new ArrayList<>();
     private final List<DeviceBuffer> outputs = new ArrayList<>();
-    private final CUfunction kernel;
-    private final byte[] launchArgs;
     private final int grid;
     private final int blocksPerRank;
+    private final boolean earlyDependents;
+    private final KernelLaunch launch;
+    private final KernelLaunch launchEmpty;
     private boolean closed;
 
     /**
@@ -63,10 +63,14 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         ReduceCall first = calls.getFirst();
         WorkspaceLayout layout = WorkspaceLayout.forWorkspace(views.getFirst().workspaceBytes(), first.cpSize(),
                 first.row());
-        this.kernel = kernels.kernel(first.dtype(), first.mode());
         this.blocksPerRank = blocksPerRank(first.rows(), first.cpSize(), first.row().lineGroups(),
                 blockBudget / calls.size());
         this.grid = blocksPerRank * calls.size();
+        // The next call's blocks may start early only where they fit beside this call's within the budget: the
+        // budget is this launch's share of the GPU, so early blocks of every launch sharing the GPU never take the
+        // slots a launch that has not started yet needs (its ranks would wait for it forever).
+        this.earlyDependents = 2 * grid <= blockBudget;
+        KernelLaunch op = null;
         try {
             ByteBuffer rankArgs = ByteBuffer.allocate(KernelAbi.size(KernelAbi.RANK_ARGS) * calls.size())
                     .order(ByteOrder.LITTLE_ENDIAN);
@@ -74,9 +78,16 @@ public final class KernelCall implements LocalGroup.PreparedCall {
                 writeRankArgs(rankArgs, i * KernelAbi.size(KernelAbi.RANK_ARGS), calls.get(i), views.get(i));
             }
             DeviceBuffer rankArgsBuffer = upload(rankArgs.array());
-            this.launchArgs = launchArgs(rankArgsBuffer.address(), first, layout);
+            byte[] args = launchArgs(rankArgsBuffer.address(), first, layout);
+            op = new KernelLaunch(kernels.kernel(first.dtype(), first.mode()), grid, Ll128.BLOCK_THREADS, args,
+                    stream);
+            this.launchEmpty = new KernelLaunch(kernels.empty(), grid, Ll128.BLOCK_THREADS, args, stream);
+            this.launch = op;
         } catch (RuntimeException e) {
-            close();
+            if (op != null) {
+                op.close();
+            }
+            closeBuffers();
             throw e;
         }
     }
@@ -144,6 +155,7 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         put(b, 0, f, "lse_region_offset", layout.lseRegionOffset());
         put(b, 0, f, "lse_slot_bytes", layout.lseSlotBytes());
         put(b, 0, f, "timeout_ns", timeout.toNanos());
+        put(b, 0, f, "early_dependents", earlyDependents ? 1 : 0);
         return b.array();
     }
 
@@ -176,13 +188,13 @@ public final class KernelCall implements LocalGroup.PreparedCall {
     /** Queues the launch on the call's stream; call on the device thread (e.g. inside a graph capture). */
     public void launch() {
         requireOpen();
-        KernelModule.launchCooperative(kernel, grid, Ll128.BLOCK_THREADS, launchArgs, stream);
+        launch.queue();
     }
 
     /** Queues the launch floor: the empty kernel with this call's grid, block and arguments (on the device thread). */
     public void launchEmpty() {
         requireOpen();
-        KernelModule.launchCooperative(kernels.empty(), grid, Ll128.BLOCK_THREADS, launchArgs, stream);
+        launchEmpty.queue();
     }
 
     /** The stream this call runs on. */
@@ -243,6 +255,12 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         }
         closed = true;
         stream.synchronize();
+        launch.close();
+        launchEmpty.close();
+        closeBuffers();
+    }
+
+    private void closeBuffers() {
         for (DeviceBuffer b : buffers) {
             b.close();
         }

@@ -1,0 +1,116 @@
+package io.github.dcp4j.cuda;
+
+import jcuda.driver.CUfunction;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.Linker;
+import java.lang.foreign.MemoryLayout;
+import java.lang.foreign.MemoryLayout.PathElement;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.StructLayout;
+import java.lang.foreign.SymbolLookup;
+import java.lang.invoke.MethodHandle;
+
+import static java.lang.foreign.ValueLayout.ADDRESS;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+
+/**
+ * One kernel launch, prepared once and queued any number of times through {@code cuLaunchKernelEx}, which JCuda does
+ * not bind (called here through the FFM API, in the libcuda JCuda uses). The launch is cooperative (every block
+ * resident at once, as {@code cuLaunchCooperativeKernel}) and allows programmatic dependent launch: the grid may be
+ * scheduled while the previous kernel of its stream still runs, once every block of that kernel has executed
+ * {@code griddepcontrol.launch_dependents} (or exited), so the kernel must execute {@code griddepcontrol.wait} before
+ * it touches memory that earlier work of the stream writes. The native structs are built once; {@link #queue()} is
+ * one downcall. Can be captured into a CUDA graph like any launch.
+ */
+public final class KernelLaunch implements AutoCloseable {
+    /** {@code CUlaunchAttribute} (cuda.h 13.0): an id, then a 64-byte union; both attributes used here are ints. */
+    private static final StructLayout ATTRIBUTE = MemoryLayout.structLayout(
+            JAVA_INT.withName("id"),
+            MemoryLayout.paddingLayout(4),
+            JAVA_INT.withName("value"),
+            MemoryLayout.paddingLayout(60));
+    /** {@code CUlaunchConfig} (cuda.h 13.0). */
+    private static final StructLayout CONFIG = MemoryLayout.structLayout(
+            JAVA_INT.withName("gridDimX"),
+            JAVA_INT.withName("gridDimY"),
+            JAVA_INT.withName("gridDimZ"),
+            JAVA_INT.withName("blockDimX"),
+            JAVA_INT.withName("blockDimY"),
+            JAVA_INT.withName("blockDimZ"),
+            JAVA_INT.withName("sharedMemBytes"),
+            MemoryLayout.paddingLayout(4),
+            ADDRESS.withName("hStream"),
+            ADDRESS.withName("attrs"),
+            JAVA_INT.withName("numAttrs"),
+            MemoryLayout.paddingLayout(4));
+    /** {@code CUlaunchAttributeID} values (cuda.h 13.0). */
+    private static final int ATTRIBUTE_COOPERATIVE = 2;
+    private static final int ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6;
+    private static final int[] ATTRIBUTES = {ATTRIBUTE_COOPERATIVE, ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION};
+
+    /** Looked up on first use only, so that loading this class needs no driver. */
+    private static final class Driver {
+        static final MethodHandle LAUNCH_KERNEL_EX = Linker.nativeLinker().downcallHandle(
+                SymbolLookup.libraryLookup("libcuda.so.1", Arena.global()).find("cuLaunchKernelEx")
+                        .orElseThrow(() -> new IllegalStateException("libcuda has no cuLaunchKernelEx (CUDA >= 11.8)")),
+                FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS, ADDRESS));
+    }
+
+    private final Arena arena = Arena.ofShared();
+    private final MemorySegment config;
+    private final MemorySegment function;
+    private final MemorySegment params;
+
+    /**
+     * @param args the kernel's only parameter, as its bytes (copied)
+     */
+    public KernelLaunch(CUfunction function, int grid, int blockThreads, byte[] args, CudaStream stream) {
+        MemorySegment attrs = arena.allocate(ATTRIBUTE, ATTRIBUTES.length);
+        for (int i = 0; i < ATTRIBUTES.length; i++) {
+            MemorySegment a = attrs.asSlice(i * ATTRIBUTE.byteSize(), ATTRIBUTE);
+            a.set(JAVA_INT, offset(ATTRIBUTE, "id"), ATTRIBUTES[i]);
+            a.set(JAVA_INT, offset(ATTRIBUTE, "value"), 1);
+        }
+        config = arena.allocate(CONFIG);
+        config.set(JAVA_INT, offset(CONFIG, "gridDimX"), grid);
+        config.set(JAVA_INT, offset(CONFIG, "gridDimY"), 1);
+        config.set(JAVA_INT, offset(CONFIG, "gridDimZ"), 1);
+        config.set(JAVA_INT, offset(CONFIG, "blockDimX"), blockThreads);
+        config.set(JAVA_INT, offset(CONFIG, "blockDimY"), 1);
+        config.set(JAVA_INT, offset(CONFIG, "blockDimZ"), 1);
+        config.set(JAVA_INT, offset(CONFIG, "sharedMemBytes"), 0);
+        config.set(ADDRESS, offset(CONFIG, "hStream"), MemorySegment.ofAddress(Cuda.address(stream.handle())));
+        config.set(ADDRESS, offset(CONFIG, "attrs"), attrs);
+        config.set(JAVA_INT, offset(CONFIG, "numAttrs"), ATTRIBUTES.length);
+        MemorySegment image = arena.allocate(args.length, 16);
+        image.copyFrom(MemorySegment.ofArray(args));
+        params = arena.allocate(ADDRESS);
+        params.set(ADDRESS, 0, image);
+        this.function = MemorySegment.ofAddress(Cuda.address(function));
+    }
+
+    private static long offset(StructLayout layout, String field) {
+        return layout.byteOffset(PathElement.groupElement(field));
+    }
+
+    /** Queues the launch on its stream; call on the device's thread (the driver's current context). */
+    public void queue() {
+        int result;
+        try {
+            result = (int) Driver.LAUNCH_KERNEL_EX.invokeExact(config, function, params, MemorySegment.NULL);
+        } catch (RuntimeException | Error e) {
+            throw e;
+        } catch (Throwable t) {
+            throw new IllegalStateException("cuLaunchKernelEx", t);
+        }
+        Cuda.check(result, "cuLaunchKernelEx");
+    }
+
+    /** Frees the native structs (the launches already queued keep their own copy of the parameter). */
+    @Override
+    public void close() {
+        arena.close();
+    }
+}
