@@ -11,8 +11,8 @@
 // No fence, no readiness word, no grid barrier: readiness travels in each line. The launch is cooperative only so
 // that every block is resident (a spinning receiver never waits for a sender that cannot start). Every spin is
 // bounded by the launch's timeout: a wait that gives up records what it waited for in the rank's metadata.
-// The launch allows programmatic dependent launch: a block first waits for the stream's earlier work (griddepcontrol
-// .wait), and where the launch says so it lets the stream's next launch start once it has sent.
+// The launch allows programmatic dependent launch: a block first waits for the stream's earlier work, and where the
+// launch says so it lets the stream's next launch start once it has sent.
 //
 // Layout constants and the argument structs come from ll128_layout.h, generated from the Java definition.
 #include <cuda_bf16.h>

@@ -68,7 +68,7 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         this.grid = blocksPerRank * calls.size();
         // The next call's blocks may start early only where they fit beside this call's within the budget: the
         // budget is this launch's share of the GPU, so early blocks of every launch sharing the GPU never take the
-        // slots a launch that has not started yet needs (its ranks would wait for it forever).
+        // slots a launch that has not started yet needs (its peers would wait for it until their timeouts).
         this.earlyDependents = 2 * grid <= blockBudget;
         KernelLaunch op = null;
         try {
