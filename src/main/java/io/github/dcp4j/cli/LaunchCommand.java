@@ -15,6 +15,7 @@ import java.io.BufferedReader;
 import java.io.File;
 import java.io.IOException;
 import java.io.InputStreamReader;
+import java.io.PrintStream;
 import java.io.PrintWriter;
 import java.io.UncheckedIOException;
 import java.net.ServerSocket;
@@ -40,12 +41,17 @@ import java.util.stream.Stream;
                 + " WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT as torchrun sets them; rank r"
                 + " uses GPU LOCAL_RANK mod the GPU count). Their output is streamed with a [rank r] prefix.",
             "Fails fast: when a rank exits with an error or dies, the other ranks are stopped and launch exits with 1"
-                + " (--keep-going waits for every rank instead). Several ranks on one GPU run concurrently only under"
-                + " the MPS daemon; launch says whether it found one.",
+                + " (--keep-going waits for every rank instead); when launch itself dies (even by SIGKILL), every rank"
+                + " stops. Several ranks on one GPU run concurrently only under the MPS daemon; launch says whether it"
+                + " found one.",
             "Example: dcp4j launch --nproc 8 -- bench --ranks processes"})
 final class LaunchCommand implements Callable<Integer> {
     /** How long stopped ranks get to exit before they are killed. */
     private static final long STOP_GRACE_MS = 2_000;
+    /** The launcher's pid, in every rank's environment: a rank whose launcher is gone stops. */
+    static final String DCP4J_LAUNCHER_PID = "DCP4J_LAUNCHER_PID";
+    /** A rank's exit code when its launcher is gone. */
+    static final int LAUNCHER_GONE_EXIT = 4;
 
     @Option(names = "--nproc", required = true, description = "Ranks (child JVMs) to start.")
     int nproc;
@@ -194,16 +200,36 @@ final class LaunchCommand implements Callable<Integer> {
         env.putAll(wiring);
         env.put(Rendezvous.RANK, "" + rank);
         env.put(RankSetup.LOCAL_RANK, "" + index);
+        env.put(DCP4J_LAUNCHER_PID, "" + ProcessHandle.current().pid());
         return b.start();
     }
 
-    private static String javaExecutable() {
+    /**
+     * In a rank started by {@code launch}: stops this JVM (exit code {@value #LAUNCHER_GONE_EXIT}) as soon as the
+     * launcher is gone. A launcher killed by SIGKILL cannot stop its ranks, and nothing else would: they would run
+     * their job to the end with nobody reading their output. Halts rather than exits, so that no shutdown hook can keep
+     * the rank alive.
+     */
+    static void stopWithLauncher(Map<String, String> env, PrintStream err) {
+        String pid = env.get(DCP4J_LAUNCHER_PID);
+        if (pid == null) {
+            return;
+        }
+        Runnable stop = () -> {
+            err.println("dcp4j: launch (pid " + pid + ") is gone; this rank stops");
+            err.flush();
+            Runtime.getRuntime().halt(LAUNCHER_GONE_EXIT);
+        };
+        ProcessHandle.of(Long.parseLong(pid)).ifPresentOrElse(launcher -> launcher.onExit().thenRun(stop), stop);
+    }
+
+    static String javaExecutable() {
         return ProcessHandle.current().info().command()
                 .orElse(Path.of(System.getProperty("java.home"), "bin", "java").toString());
     }
 
     /** This JVM's class path plus the code sources of dcp4j and its dependencies (a test runner may hide them). */
-    private static String classPath() {
+    static String classPath() {
         Set<String> entries = new LinkedHashSet<>(List.of(System.getProperty("java.class.path")
                 .split(File.pathSeparator)));
         for (Class<?> c : new Class<?>[] {Main.class, CommandLine.class, JCudaDriver.class, ObjectMapper.class,

@@ -35,6 +35,7 @@ public final class Main implements Callable<Integer> {
     }
 
     public static void main(String[] args) {
+        LaunchCommand.stopWithLauncher(System.getenv(), System.err);
         System.exit(run(args, new PrintWriter(System.out, true), new PrintWriter(System.err, true)));
     }
 

@@ -4,14 +4,20 @@ import io.github.dcp4j.LineWatcher;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
 import java.io.PrintWriter;
 import java.io.StringWriter;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /** {@code dcp4j launch} with real child JVMs, without a GPU: the rendezvous through {@code ping}, and fail-fast. */
@@ -81,6 +87,36 @@ class LaunchTest {
         assertTrue(err.toString().contains("stopping the other 2 rank(s)"), err.toString());
         assertTrue(seconds < 40, "stopped the holding ranks, not waited " + seconds + " s");
         assertEquals(0, ProcessHandle.current().descendants().count(), "no rank is left running");
+    }
+
+    /** The launcher killed by SIGKILL (it cannot stop its ranks then): every rank notices and stops by itself. */
+    @Test
+    void ranksStopWhenTheirLauncherIsKilled() throws Exception {
+        Process launcher = new ProcessBuilder(LaunchCommand.javaExecutable(), "--enable-native-access=ALL-UNNAMED",
+                "-cp", LaunchCommand.classPath(), Main.class.getName(), "launch", "--nproc", "2", "--", "ping",
+                "--hold", "90s").redirectErrorStream(true).start();
+        Pattern holding = Pattern.compile("\\[rank (\\d)] rank \\d \\(pid (\\d+)\\) holding");
+        List<ProcessHandle> ranks = new ArrayList<>();
+        try {
+            BufferedReader lines = new BufferedReader(new InputStreamReader(launcher.getInputStream(),
+                    StandardCharsets.UTF_8));
+            String line;
+            while (ranks.size() < 2 && (line = lines.readLine()) != null) {
+                Matcher m = holding.matcher(line);
+                if (m.find()) {
+                    ProcessHandle.of(Long.parseLong(m.group(2))).ifPresent(ranks::add);
+                }
+            }
+            assertEquals(2, ranks.size(), "both ranks reported holding");
+            launcher.destroyForcibly().waitFor();
+            for (ProcessHandle rank : ranks) {
+                rank.onExit().get(30, TimeUnit.SECONDS);
+                assertFalse(rank.isAlive(), "rank pid " + rank.pid() + " still runs");
+            }
+        } finally {
+            launcher.destroyForcibly();
+            ranks.forEach(ProcessHandle::destroyForcibly);
+        }
     }
 
     @Test
