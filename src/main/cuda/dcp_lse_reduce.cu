@@ -1,6 +1,6 @@
 // dcp4j: the fused decode context-parallel all-to-all + LSE merge, LL128 protocol (docs/PROTOCOL.md).
 //
-// One cooperative launch of 256-thread blocks holds one or more ranks (loopback runs all cp ranks of one GPU in one
+// One launch of 256-thread blocks holds one or more ranks (loopback runs all cp ranks of one GPU in one
 // launch, as consecutive slices of the grid). In every warp of a rank:
 //   send:    one warp per (row, destination), the warps of a block on one destination: each warp-wide 16-byte-
 //            per-lane store writes 4 whole lines straight into the destination's workspace, lane part 7 carrying data
@@ -8,11 +8,13 @@
 //   receive: one warp per (row, group of four lines): polls every source's lines and LSE line of its group in its
 //            own workspace, sources in batches of 8, merges in source order 0..cp-1, zeroes every flag it consumed,
 //            writes the output.
-// No fence, no readiness word, no grid barrier: readiness travels in each line. The launch is cooperative only so
-// that every block is resident (a spinning receiver never waits for a sender that cannot start). Every spin is
-// bounded by the launch's timeout: a wait that gives up records what it waited for in the rank's metadata.
+// No fence, no readiness word, no grid barrier: readiness travels in each line. Every block must be resident at once
+// (a spinning receiver must never wait for a sender that cannot start): the host sizes the grid within its share of
+// the co-resident capacity (KernelCall), the bound a cooperative launch checks. Every spin is bounded by the
+// launch's timeout: a wait that gives up records what it waited for in the rank's metadata, so blocks kept off the
+// SMs by someone else's work end in a timeout, not a hang.
 // The launch allows programmatic dependent launch: a block first waits for the stream's earlier work, and where the
-// launch says so it lets the stream's next launch start once it has sent.
+// launch says so it lets the stream's next launch start its blocks at once.
 //
 // Layout constants and the argument structs come from ll128_layout.h, generated from the Java definition.
 #include <cuda_bf16.h>
@@ -355,6 +357,12 @@ template <Protocol P, typename T, bool kBaseE>
 __device__ void dcp_lse_reduce(const LaunchArgs& a) {
     static_assert(P == Protocol::kLL128, "only the LL128 protocol is implemented");
     wait_for_earlier_work();  // before the epoch, the flags and the inputs are read, and before the deadline starts
+    if (a.early_dependents) {
+        // The next call's blocks may now take free SM slots and wait there; the host allows this only where they
+        // fit beside this call's (KernelCall), so they never hold slots that a late rank's blocks need. Allowing it
+        // at entry rather than after the send gives the next launch the most time to be set up.
+        allow_next_launch();
+    }
     const Deadline deadline{ptx::globaltimer_ns(), (uint64_t)a.timeout_ns};
     const int rank_in_launch = blockIdx.x / (int)a.blocks_per_rank;
     const int block_in_rank = blockIdx.x - rank_in_launch * (int)a.blocks_per_rank;
@@ -367,11 +375,6 @@ __device__ void dcp_lse_reduce(const LaunchArgs& a) {
     const int warps = (int)a.blocks_per_rank * kWarpsPerBlock;
 
     send_ll128<T>(a, r, f, warp, warps, lane);
-    if (a.early_dependents) {
-        // The next call's blocks may now take free SM slots and wait there; the host allows this only where they
-        // fit beside this call's (KernelCall), so they never hold slots that a late rank's blocks need.
-        allow_next_launch();
-    }
     receive_ll128<T, kBaseE>(a, r, f, deadline, warp, warps, lane);
 
     // The last block of this rank to finish resets the count and advances the epoch (device-side, so CUDA-graph
@@ -400,5 +403,5 @@ DCP4J_KERNEL(dcp4j_ll128_bf16_basee, __nv_bfloat16, true)
 DCP4J_KERNEL(dcp4j_ll128_fp16_base2, __half, false)
 DCP4J_KERNEL(dcp4j_ll128_fp16_basee, __half, true)
 
-// The launch floor: an empty kernel launched exactly as the op is (cooperative, same blocks).
+// The launch floor: an empty kernel launched exactly as the op is (same attribute, grid and blocks).
 extern "C" __global__ void __launch_bounds__(dcp4j::kBlockThreads) dcp4j_empty(const LaunchArgs args) {}

@@ -292,7 +292,7 @@ public final class Benchmark implements AutoCloseable {
     }
 
     /**
-     * Host cost of one eager launch from Java, µs: the op's launch and the bare empty cooperative launch through the
+     * Host cost of one eager launch from Java, µs: the op's launch and the bare empty launch through the
      * same binding (time to queue a batch of launches, medians of samples). Only where this process makes one launch
      * (loopback, or one rank per process whose peers run the same loop); with several launches per process a lone
      * lane would wait for the others.

@@ -10,7 +10,7 @@ import java.lang.foreign.Arena;
 import java.time.Duration;
 import java.util.List;
 
-/** Every rank in one cooperative launch on one GPU ({@link CudaLoopbackEngine}). */
+/** Every rank in one launch on one GPU ({@link CudaLoopbackEngine}). */
 public final class LoopbackDeployment implements Deployment {
     private final CudaDevice device;
     private final Duration timeout;
@@ -28,7 +28,7 @@ public final class LoopbackDeployment implements Deployment {
 
     @Override
     public String describe() {
-        return "cp ranks in one cooperative launch on " + device;
+        return "cp ranks in one launch on " + device;
     }
 
     @Override

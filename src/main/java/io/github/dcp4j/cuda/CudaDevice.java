@@ -45,17 +45,12 @@ public final class CudaDevice implements AutoCloseable {
             Cuda.check(JCudaDriver.cuCtxSetCurrent(context), "cuCtxSetCurrent");
             return new int[] {attribute(CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
                 attribute(CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR),
-                attribute(CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
-                attribute(CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH)};
+                attribute(CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)};
         });
         this.owner = created[0];
         this.major = props[0];
         this.minor = props[1];
         this.multiprocessors = props[2];
-        if (props[3] == 0) {
-            close();
-            throw new IllegalStateException("GPU " + ordinal + " does not support cooperative launches");
-        }
         this.name = call(() -> {
             byte[] buf = new byte[256];
             Cuda.check(JCudaDriver.cuDeviceGetName(buf, buf.length, device), "cuDeviceGetName");

@@ -17,15 +17,16 @@ import static java.lang.foreign.ValueLayout.JAVA_INT;
 
 /**
  * One kernel launch, prepared once and queued any number of times through {@code cuLaunchKernelEx}, which JCuda does
- * not bind (called here through the FFM API, in the libcuda JCuda uses). The launch is cooperative (every block
- * resident at once, as {@code cuLaunchCooperativeKernel}) and allows programmatic dependent launch: the grid may be
- * scheduled while the previous kernel of its stream still runs, once every block of that kernel has executed
- * {@code griddepcontrol.launch_dependents} (or exited), so the kernel must execute {@code griddepcontrol.wait} before
- * it touches memory that earlier work of the stream writes. The native structs are built once; {@link #queue()} is
- * one downcall. Can be captured into a CUDA graph like any launch.
+ * not bind (called here through the FFM API, in the libcuda JCuda uses). The launch allows programmatic dependent
+ * launch: the grid may be scheduled while the previous kernel of its stream still runs, once every block of that
+ * kernel has executed {@code griddepcontrol.launch_dependents} (or exited), so the kernel must execute
+ * {@code griddepcontrol.wait} before it touches memory that earlier work of the stream writes. It is not cooperative:
+ * under MPS a cooperative launch forgoes the early start (docs/PERFORMANCE.md), and the caller keeps its grid within
+ * the co-resident capacity itself (docs/CUDA.md). The native structs are built once; {@link #queue()} is one
+ * downcall. Can be captured into a CUDA graph like any launch.
  */
 public final class KernelLaunch implements AutoCloseable {
-    /** {@code CUlaunchAttribute} (cuda.h 13.0): an id, then a 64-byte union; both attributes used here are ints. */
+    /** {@code CUlaunchAttribute} (cuda.h 13.0): an id, then a 64-byte union; the attribute used here is an int. */
     private static final StructLayout ATTRIBUTE = MemoryLayout.structLayout(
             JAVA_INT.withName("id"),
             MemoryLayout.paddingLayout(4),
@@ -45,10 +46,8 @@ public final class KernelLaunch implements AutoCloseable {
             ADDRESS.withName("attrs"),
             JAVA_INT.withName("numAttrs"),
             MemoryLayout.paddingLayout(4));
-    /** {@code CUlaunchAttributeID} values (cuda.h 13.0). */
-    private static final int ATTRIBUTE_COOPERATIVE = 2;
+    /** {@code CUlaunchAttributeID} value (cuda.h 13.0). */
     private static final int ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6;
-    private static final int[] ATTRIBUTES = {ATTRIBUTE_COOPERATIVE, ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION};
 
     /** Looked up on first use only, so that loading this class needs no driver. */
     private static final class Driver {
@@ -67,12 +66,9 @@ public final class KernelLaunch implements AutoCloseable {
      * @param args the kernel's only parameter, as its bytes (copied)
      */
     public KernelLaunch(CUfunction function, int grid, int blockThreads, byte[] args, CudaStream stream) {
-        MemorySegment attrs = arena.allocate(ATTRIBUTE, ATTRIBUTES.length);
-        for (int i = 0; i < ATTRIBUTES.length; i++) {
-            MemorySegment a = attrs.asSlice(i * ATTRIBUTE.byteSize(), ATTRIBUTE);
-            a.set(JAVA_INT, offset(ATTRIBUTE, "id"), ATTRIBUTES[i]);
-            a.set(JAVA_INT, offset(ATTRIBUTE, "value"), 1);
-        }
+        MemorySegment attribute = arena.allocate(ATTRIBUTE);
+        attribute.set(JAVA_INT, offset(ATTRIBUTE, "id"), ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
+        attribute.set(JAVA_INT, offset(ATTRIBUTE, "value"), 1);
         config = arena.allocate(CONFIG);
         config.set(JAVA_INT, offset(CONFIG, "gridDimX"), grid);
         config.set(JAVA_INT, offset(CONFIG, "gridDimY"), 1);
@@ -82,8 +78,8 @@ public final class KernelLaunch implements AutoCloseable {
         config.set(JAVA_INT, offset(CONFIG, "blockDimZ"), 1);
         config.set(JAVA_INT, offset(CONFIG, "sharedMemBytes"), 0);
         config.set(ADDRESS, offset(CONFIG, "hStream"), MemorySegment.ofAddress(Cuda.address(stream.handle())));
-        config.set(ADDRESS, offset(CONFIG, "attrs"), attrs);
-        config.set(JAVA_INT, offset(CONFIG, "numAttrs"), ATTRIBUTES.length);
+        config.set(ADDRESS, offset(CONFIG, "attrs"), attribute);
+        config.set(JAVA_INT, offset(CONFIG, "numAttrs"), 1);
         MemorySegment image = arena.allocate(args.length, 16);
         image.copyFrom(MemorySegment.ofArray(args));
         params = arena.allocate(ADDRESS);

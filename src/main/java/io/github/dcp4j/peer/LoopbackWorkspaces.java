@@ -9,7 +9,7 @@ import java.util.Objects;
 
 /**
  * Every rank's workspace on one GPU, in this process: one zeroed {@code cuMemAlloc} buffer per rank. The loopback
- * engine runs all ranks in one cooperative launch against them; {@link #rank(int)} is rank r's view.
+ * engine runs all ranks in one launch against them; {@link #rank(int)} is rank r's view.
  */
 public final class LoopbackWorkspaces implements AutoCloseable {
     private final CudaDevice device;

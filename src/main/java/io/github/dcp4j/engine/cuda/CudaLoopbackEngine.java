@@ -17,7 +17,7 @@ import java.util.List;
 import java.util.Objects;
 
 /**
- * The CUDA engine in loopback: all cp ranks of a group on one GPU, in one cooperative launch of the LL128 kernel,
+ * The CUDA engine in loopback: all cp ranks of a group on one GPU, in one launch of the LL128 kernel,
  * each rank a slice of the grid with its own workspace ({@link LoopbackWorkspaces}), inputs and outputs. This runs the
  * whole protocol on a single GPU, peer writes included (to other ranks' workspaces on the same device).
  *
@@ -104,7 +104,7 @@ public final class CudaLoopbackEngine implements LocalGroup {
 
     @Override
     public String description() {
-        return cpSize() + " ranks in one cooperative launch on " + device + ", kernels from " + kernels.source();
+        return cpSize() + " ranks in one launch on " + device + ", kernels from " + kernels.source();
     }
 
     @Override

@@ -27,7 +27,10 @@ import java.util.List;
  * One prepared launch of the LL128 kernel on one GPU, for one or more ranks (all of a loopback group, or the one rank
  * of this process): every launched rank's inputs on the device (as they lie in host memory, strides kept), its output
  * buffer, its peer-address array and kernel arguments, and the launch arguments. {@link #launch()} queues the
- * cooperative launch on the call's stream (it can be captured into a CUDA graph); {@link #run()} launches and waits.
+ * launch on the call's stream (it can be captured into a CUDA graph); {@link #run()} launches and waits.
+ *
+ * <p>Every block of the protocol must be resident at once, and the launch is not cooperative (docs/CUDA.md): the grid
+ * is kept within the block budget it is given, the same bound a cooperative launch would check.
  */
 public final class KernelCall implements LocalGroup.PreparedCall {
     private final Kernels kernels;
