@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,7 @@ constexpr int kLeadInCalls = 20;                       // untimed, absorbs the s
 constexpr int kWarmupCalls = 200;
 constexpr unsigned long long kTimeoutNs = 2000000000;  // a wait gives up after 2 s and marks the mode timed out,
                                                        // after which the process's calls of that mode wait no more
+constexpr int kMeetingTimeoutSeconds = 120;            // a process that waits longer for a peer's file gives up
 const char* const kModes[] = {"plain", "cooperative-pdl", "pdl", "graph", "graph-50"};
 
 // The ranks of one launch: every rank's flag lines as mapped in this process, and this launch's own state.
@@ -101,6 +103,10 @@ struct Meeting {
     void publish(const std::string& what, const void* bytes, size_t n) const {
         std::string tmp = path(what, rank) + ".tmp";
         FILE* f = std::fopen(tmp.c_str(), "wb");
+        if (f == nullptr) {
+            std::perror(("launch-floor: " + tmp).c_str());
+            std::exit(1);
+        }
         std::fwrite(bytes, 1, n, f);
         std::fclose(f);
         std::rename(tmp.c_str(), path(what, rank).c_str());  // appears whole
@@ -108,11 +114,17 @@ struct Meeting {
 
     void read(const std::string& what, int r, void* bytes, size_t n) const {
         struct stat st;
+        const time_t deadline = time(nullptr) + kMeetingTimeoutSeconds;
         while (stat(path(what, r).c_str(), &st) != 0) {
+            if (time(nullptr) > deadline) {
+                std::fprintf(stderr, "launch-floor: rank %d gave up after %d s waiting for rank %d's %s\n", rank,
+                             kMeetingTimeoutSeconds, r, what.c_str());
+                std::exit(1);
+            }
             usleep(100);
         }
         FILE* f = std::fopen(path(what, r).c_str(), "rb");
-        if (std::fread(bytes, 1, n, f) != n) {
+        if (f == nullptr || std::fread(bytes, 1, n, f) != n) {
             std::fprintf(stderr, "launch-floor: short file %s\n", path(what, r).c_str());
             std::exit(1);
         }
@@ -269,18 +281,76 @@ bool mps_running(std::string* pipe) {
     return stat(pipe->c_str(), &st) == 0;
 }
 
-int int_option(int argc, char** argv, const char* name, int fallback) {
-    for (int i = 1; i + 1 < argc; i++) {
-        if (std::strcmp(argv[i], name) == 0) {
-            return std::atoi(argv[i + 1]);
+struct Options {
+    int ranks = 8;
+    int calls = 2000;
+    int samples = 7;
+};
+
+const char* const kUsage =
+    "launch-floor [--ranks N] [--calls N] [--samples N]\n"
+    "  µs per call of launches whose blocks only meet their peers, ranks in one launch and one process per rank over\n"
+    "  CUDA IPC on GPU 0 (the latter only under MPS), per launch mode; defaults: 8 ranks, 2000 calls, 7 samples\n";
+
+// Parses the options; prints the usage and exits on --help, on an unknown option or on a value out of range.
+Options parse(int argc, char** argv) {
+    Options o;
+    for (int i = 1; i < argc; i++) {
+        const std::string name = argv[i];
+        if (name == "--help" || name == "-h") {
+            std::printf("%s", kUsage);
+            std::exit(0);
+        }
+        int* value = name == "--ranks" ? &o.ranks : name == "--calls" ? &o.calls : name == "--samples" ? &o.samples
+                                                                                                      : nullptr;
+        char* end = nullptr;
+        if (value == nullptr || i + 1 == argc || (*value = (int)std::strtol(argv[i + 1], &end, 10), *end != 0)) {
+            std::fprintf(stderr, "launch-floor: bad option or value at '%s'\n%s", name.c_str(), kUsage);
+            std::exit(2);
+        }
+        i++;
+    }
+    if (o.ranks < 1 || o.ranks > kMaxRanks || o.calls < kGraphCalls || o.samples < 1) {
+        std::fprintf(stderr, "launch-floor: --ranks must be 1..%d (got %d), --calls >= %d (got %d), --samples >= 1"
+                     " (got %d)\n", kMaxRanks, o.ranks, kGraphCalls, o.calls, o.samples);
+        std::exit(2);
+    }
+    return o;
+}
+
+// Per mode, the largest of the ranks' medians (a rank's result file: "mode µs" lines; "nan" where a wait timed out).
+void print_worst(const char* dir, int ranks, bool one_launch) {
+    const int files = one_launch ? 1 : ranks;
+    for (const char* mode : kModes) {
+        double worst = 0;
+        for (int r = 0; r < files; r++) {
+            std::string path = std::string(dir) + "/result-" + std::to_string(one_launch ? -1 : r);
+            FILE* f = std::fopen(path.c_str(), "r");
+            if (f == nullptr) {
+                std::perror(("launch-floor: " + path).c_str());
+                std::exit(1);
+            }
+            char m[32];
+            double us;
+            while (std::fscanf(f, "%31s %lf", m, &us) == 2) {
+                if (std::strcmp(m, mode) == 0) {
+                    worst = std::isnan(us) || std::isnan(worst) ? NAN : std::max(worst, us);
+                }
+            }
+            std::fclose(f);
+        }
+        if (std::isnan(worst)) {
+            std::printf("  %s timeout", mode);
+        } else {
+            std::printf("  %s %.2f", mode, worst);
         }
     }
-    return fallback;
+    std::printf("\n");
 }
 
 // Forks one child per process of the deployment (CUDA is initialised only in the children) and prints the largest
-// of the ranks' medians per mode.
-void run_deployment(const char* name, int ranks, bool one_launch, int calls, int samples) {
+// of the ranks' medians per mode; false where a process failed.
+bool run_deployment(const char* name, int ranks, bool one_launch, int calls, int samples) {
     char dir[] = "/tmp/launch-floor-XXXXXX";
     if (mkdtemp(dir) == nullptr) {
         std::perror("launch-floor: mkdtemp");
@@ -305,63 +375,31 @@ void run_deployment(const char* name, int ranks, bool one_launch, int calls, int
     std::printf("%-26s", name);
     if (failed) {
         std::printf(" a process failed (see above)\n");
-        return;
+    } else {
+        print_worst(dir, ranks, one_launch);
     }
-    const int files = one_launch ? 1 : ranks;
-    for (const char* mode : kModes) {
-        double worst = 0;
-        for (int r = 0; r < files; r++) {
-            std::string path = std::string(dir) + "/result-" + std::to_string(one_launch ? -1 : r);
-            FILE* f = std::fopen(path.c_str(), "r");
-            char m[32];
-            double us;
-            while (std::fscanf(f, "%31s %lf", m, &us) == 2) {
-                if (std::strcmp(m, mode) == 0) {
-                    worst = std::isnan(us) || std::isnan(worst) ? NAN : std::max(worst, us);
-                }
-            }
-            std::fclose(f);
-        }
-        if (std::isnan(worst)) {
-            std::printf("  %s timeout", mode);
-        } else {
-            std::printf("  %s %.2f", mode, worst);
-        }
-    }
-    std::printf("\n");
     std::fflush(stdout);
     std::string clean = std::string("rm -rf ") + dir;
     if (std::system(clean.c_str()) != 0) {
         std::fprintf(stderr, "launch-floor: could not remove %s\n", dir);
     }
+    return !failed;
 }
 
 int main(int argc, char** argv) {
-    if (argc > 1 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
-        std::printf("launch-floor [--ranks N] [--calls N] [--samples N]\n"
-                    "  µs per call of launches whose blocks only meet their peers, ranks in one launch and one\n"
-                    "  process per rank over CUDA IPC on GPU 0 (start an MPS daemon first for the latter)\n");
-        return 0;
-    }
-    const int ranks = int_option(argc, argv, "--ranks", 8);
-    const int calls = int_option(argc, argv, "--calls", 2000);
-    const int samples = int_option(argc, argv, "--samples", 7);
-    if (ranks < 1 || ranks > kMaxRanks || calls < kGraphCalls || samples < 1) {
-        std::fprintf(stderr, "launch-floor: --ranks must be 1..%d, --calls >= %d, --samples >= 1\n", kMaxRanks,
-                     kGraphCalls);
-        return 2;
-    }
+    const Options o = parse(argc, argv);
     std::printf("launch-floor: %d ranks, %d calls per sample, %d samples; µs per call, max over ranks of each rank's"
-                " median\n", ranks, calls, samples);
+                " median\n", o.ranks, o.calls, o.samples);
     std::fflush(stdout);
-    run_deployment(("one launch, " + std::to_string(ranks) + " ranks").c_str(), ranks, true, calls, samples);
-    const std::string processes = std::to_string(ranks) + " processes, CUDA IPC";
+    bool ok = run_deployment(("one launch, " + std::to_string(o.ranks) + " ranks").c_str(), o.ranks, true, o.calls,
+                             o.samples);
+    const std::string processes = std::to_string(o.ranks) + " processes, CUDA IPC";
     std::string pipe;
     if (mps_running(&pipe)) {
-        run_deployment(processes.c_str(), ranks, false, calls, samples);
+        ok &= run_deployment(processes.c_str(), o.ranks, false, o.calls, o.samples);
     } else {
         std::printf("%-26s skipped: no MPS daemon (%s), so processes on one GPU take turns in time slices and a\n"
                     "%-26s handoff costs milliseconds\n", processes.c_str(), pipe.c_str(), "");
     }
-    return 0;
+    return ok ? 0 : 1;
 }
