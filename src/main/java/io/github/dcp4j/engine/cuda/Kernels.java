@@ -32,8 +32,13 @@ final class Kernels implements AutoCloseable {
             kernels.put(dtype, byMode);
         }
         this.empty = module.function(EMPTY_KERNEL);
-        this.coResidentBlocks = module.coResidentBlocks(kernels.get(DType.BF16).get(LseMode.BASE2),
-                Ll128.BLOCK_THREADS);
+        int fewest = Integer.MAX_VALUE;
+        for (Map<LseMode, CUfunction> byMode : kernels.values()) {
+            for (CUfunction kernel : byMode.values()) {
+                fewest = Math.min(fewest, module.coResidentBlocks(kernel, Ll128.BLOCK_THREADS));
+            }
+        }
+        this.coResidentBlocks = fewest;
     }
 
     static String kernelName(DType dtype, LseMode mode) {
@@ -52,7 +57,10 @@ final class Kernels implements AutoCloseable {
         return empty;
     }
 
-    /** Most blocks of the kernel resident at once on this GPU. */
+    /**
+     * Most blocks resident at once on this GPU, for whichever of the op's kernels a call launches (the fewest over
+     * them): every grid is sized within it, and nothing else checks it, since the launch is not cooperative.
+     */
     int coResidentBlocks() {
         return coResidentBlocks;
     }
