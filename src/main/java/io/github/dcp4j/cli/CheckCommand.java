@@ -110,6 +110,12 @@ final class CheckCommand implements Callable<Integer> {
     private record Group(List<TensorView> partialO, List<TensorView> partialLse) {
     }
 
+    /** An output buffer for this rank's call on {@code g} (its shape and dtype). */
+    private TensorView output(Arena arena, Group g) {
+        TensorView o = g.partialO().get(rank);
+        return TensorView.allocate(arena, o.dtype(), ReduceCall.outputShape(o));
+    }
+
     private Group inputs(Arena arena, long caseSeed, int tokens, int heads, int headDim, DType dtype,
                          boolean strided) {
         SplittableRandom random = new SplittableRandom(seed * 1_000_003L + caseSeed);
@@ -155,7 +161,7 @@ final class CheckCommand implements Callable<Integer> {
             int[] tokens = {1, 3, 4, 2};
             for (int i = 0; i < tokens.length; i++) {
                 Group g = inputs(arena, 10 + i, tokens[i], heads, headDim, DType.BF16, true);
-                TensorView out = TensorView.allocate(arena, DType.BF16, ReduceCall.outputShape(g.partialO().get(rank)));
+                TensorView out = output(arena, g);
                 int times = i == 0 ? repeat : 1;
                 for (int k = 0; k < times; k++) {
                     engine.reduce(g.partialO().get(rank), g.partialLse().get(rank), out, rank, cp, LseMode.BASE2);
@@ -189,7 +195,7 @@ final class CheckCommand implements Callable<Integer> {
                     lse.setFloat(p == r % cp ? Float.POSITIVE_INFINITY : 0.25f, 1, 2, p);
                 }
             }
-            TensorView out = TensorView.allocate(arena, DType.BF16, ReduceCall.outputShape(g.partialO().get(rank)));
+            TensorView out = output(arena, g);
             engine.reduce(g.partialO().get(rank), g.partialLse().get(rank), out, rank, cp, LseMode.BASE2);
             return verify("NaN / +inf / -inf LSE rows", g, out, LseMode.BASE2, spec);
         }
@@ -201,7 +207,7 @@ final class CheckCommand implements Callable<Integer> {
         try (Arena arena = Arena.ofShared(); IpcWorkspaces ws = setup.openWorkspaces(spec.bytes());
              CudaRankEngine engine = setup.openEngine(ws, timeout)) {
             Group g = inputs(arena, 30, 3, 2, 128, DType.FP16, false);
-            TensorView out = TensorView.allocate(arena, DType.FP16, ReduceCall.outputShape(g.partialO().get(rank)));
+            TensorView out = output(arena, g);
             engine.reduce(g.partialO().get(rank), g.partialLse().get(rank), out, rank, cp, LseMode.BASEE);
             return verify("fp16, base-e LSEs, packed", g, out, LseMode.BASEE, spec);
         }
@@ -216,8 +222,7 @@ final class CheckCommand implements Callable<Integer> {
             engine.forceEpoch((int) ((1L << 32) - 3));
             for (int i = 0; i < 6; i++) {
                 Group g = inputs(arena, 40 + i, 2, 2, 64, DType.BF16, true);
-                TensorView out = TensorView.allocate(arena, DType.BF16,
-                        ReduceCall.outputShape(g.partialO().get(rank)));
+                TensorView out = output(arena, g);
                 engine.reduce(g.partialO().get(rank), g.partialLse().get(rank), out, rank, cp, LseMode.BASE2);
                 failures += verify("counter wrap, call " + (i + 1) + " of 6", g, out, LseMode.BASE2, spec);
             }
@@ -236,7 +241,7 @@ final class CheckCommand implements Callable<Integer> {
         try (Arena arena = Arena.ofShared(); IpcWorkspaces ws = setup.openWorkspaces(spec.bytes());
              CudaRankEngine engine = setup.openEngine(ws, timeout)) {
             Group g = inputs(arena, 50, 4, 4, 256, DType.BF16, true);
-            TensorView out = TensorView.allocate(arena, DType.BF16, ReduceCall.outputShape(g.partialO().get(rank)));
+            TensorView out = output(arena, g);
             int before = engine.epoch();
             try (KernelCall call = engine.prepare(g.partialO().get(rank), g.partialLse().get(rank), out, rank, cp,
                     LseMode.BASE2);
@@ -269,7 +274,7 @@ final class CheckCommand implements Callable<Integer> {
         try (Arena arena = Arena.ofShared(); IpcWorkspaces ws = setup.openWorkspaces(spec.bytes());
              CudaRankEngine engine = setup.openEngine(ws, timeout)) {
             Group g = inputs(arena, 60, 2, 2, 128, DType.BF16, true);
-            TensorView out = TensorView.allocate(arena, DType.BF16, ReduceCall.outputShape(g.partialO().get(rank)));
+            TensorView out = output(arena, g);
             TensorView o = g.partialO().get(rank);
             TensorView lse = g.partialLse().get(rank);
             if (fault.equals("wrong-cp-rank")) {
