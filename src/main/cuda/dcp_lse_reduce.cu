@@ -1,407 +1,593 @@
-// dcp4j: the fused decode context-parallel all-to-all + LSE merge, LL128 protocol (docs/PROTOCOL.md).
+// dcp4j: the fused decode context-parallel all-to-all + LSE merge, LL128 protocol (docs/PROTOCOL.md, docs/CUDA.md).
 //
-// One launch of 256-thread blocks holds one or more ranks (loopback runs all cp ranks of one GPU in one
-// launch, as consecutive slices of the grid). In every warp of a rank:
-//   send:    one warp per (row, destination), the warps of a block on one destination: each warp-wide 16-byte-
-//            per-lane store writes 4 whole lines straight into the destination's workspace, lane part 7 carrying data
-//            word 14 and the flag; then one 16-byte LSE line per group of four lines.
-//   receive: one warp per (row, group of four lines): polls every source's lines and LSE line of its group in its
-//            own workspace, sources in batches of 8, merges in source order 0..cp-1, zeroes every flag it consumed,
-//            writes the output.
+// One launch of 256-thread blocks holds one or more ranks (loopback runs all cp ranks of one GPU in one launch, as
+// consecutive slices of the grid). Block b of a rank owns the rows b, b + B, b + 2B, ... (B blocks per rank), in
+// both roles, which run at the same time in different warps:
+//   send (warps 0..3):    every (row, destination != self) item of the block's rows, one group of four lines at a
+//                         time: the group's input is copied into shared memory with cp.async (SEND_STAGES groups in
+//                         flight per warp), then one warp-wide 16-byte-per-lane store writes 4 whole lines straight
+//                         into the destination's workspace (lane part 7 carrying data word 14 and the flag), then
+//                         the group's LSE line. A sender stays at most `send_window` receive tiles ahead of its
+//                         block's receivers, so lines are read while they are still in L2.
+//   receive (warps 4..7): the block's rows in tiles of `tile_rows`; one warp per (row, group of four lines). The
+//                         group-0 warp of a row polls every source's LSE lines and computes the row's weights once,
+//                         for the row's other warps (shared memory). Each warp polls its group's lines of every
+//                         source in its own workspace (sources in batches of 8), takes its own rank's slice straight
+//                         from partial_o, merges in source order 0..cp-1, zeroes every flag it consumed and writes
+//                         its part of the output row as 16-byte stores.
 // No fence, no readiness word, no grid barrier: readiness travels in each line. Every block must be resident at once
 // (a spinning receiver must never wait for a sender that cannot start): the host sizes the grid within its share of
-// the co-resident capacity (KernelCall), the bound a cooperative launch checks. Every spin is bounded by the
-// launch's timeout: a wait that gives up records what it waited for in the rank's metadata, so blocks kept off the
-// SMs by someone else's work end in a timeout, not a hang.
-// The launch allows programmatic dependent launch: a block first waits for the stream's earlier work, and where the
-// launch says so it lets the stream's next launch start its blocks at once.
-//
-// Layout constants and the argument structs come from ll128_layout.h, generated from the Java definition.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
-#include <cstdint>
-
-#include "ll128_layout.h"
-#include "ll128_ptx.cuh"
+// the co-resident capacity (KernelCall). Every wait is bounded by the launch's timeout: a wait that gives up records
+// what it waited for, poisons the rank's workspace and raises the engine's status word; every output row whose
+// inputs did not all arrive is NaN, and a call that finds its workspace poisoned writes NaN rows without waiting.
+#include "ll128_prims.cuh"
 
 namespace dcp4j {
 
-// The protocol family this launcher serves; each variant is one instantiation of the kernel template.
-enum class Protocol : int { kLL128 = 0 };
+// The register budget. On sm_90a: 4 blocks of 256 threads per SM, 64 registers a thread at launch, of which the
+// sending warpgroup (warps 0-3, ~56 needed) hands 8 to the receiving one (~72 needed). Elsewhere: 3 blocks, 80.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+constexpr int kMinBlocksPerSm = 4;
+#else
+constexpr int kMinBlocksPerSm = 3;
+#endif
+constexpr int kSendRegisters = 56;
+constexpr int kReceiveRegisters = 72;
+static_assert(kSendWarps * kWarpSize == 128, "the sending warps are one warpgroup");
 
-constexpr unsigned kFullMask = 0xffffffffu;
-constexpr int kWarpSize = 32;
-constexpr int kWarpsPerBlock = kBlockThreads / kWarpSize;
-constexpr int kLanesPerLine = kLineBytes / 16;                  // 8 lanes x 16 bytes = one line
-constexpr int kFlagPart = kLanesPerLine - 1;                    // lane part 7 carries word 14 and the flag
-constexpr int kElemsPerWord = kWordBytes / 2;                   // 16-bit elements in one 8-byte word
-constexpr int kDeadlineCheckRounds = 16;                        // polls between two reads of the global timer
-constexpr unsigned kPollSleepNs = 32;                           // first back-off between polls of missing lines
-constexpr unsigned kMaxPollSleepNs = 1024;                      // the back-off doubles up to this
+// One chunk of one send item in shared memory: up to kChunkGroups groups of its input (a whole row at head_dim 512
+// bf16), and its LSE.
+struct alignas(16) SendStage {
+    uint64_t words[kChunkGroups * kGroupWords];  // the chunk's input, as it lies in partial_o
+    float lse;                                   // partial_lse[row, dst]
+    int pad[3];
+};
+static_assert(sizeof(SendStage) % 16 == 0, "send stages stay 16-byte aligned");
 
-template <typename T>
-struct Half;
-
-template <>
-struct Half<__nv_bfloat16> {
-    __device__ static float to_float(uint32_t bits) { return __uint_as_float(bits << 16); }
-    __device__ static uint32_t from_float(float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); }
+struct BlockShared {
+    SendStage stages[kSendWarps][kSendStages];
+    uint64_t out_words[kReceiveWarps][kGroupWords];  // a receive warp's output group, before the 16-byte stores
+    float lse_values[kReceiveWarps][kMaxRanks];      // a group-0 warp's LSE values, by source
+    uint64_t receive_lines[kReceiveWarps][kSourceBatch * kWarpSize * 2];  // a receive warp's batch of line parts
+    float weights[kMaxTileRows][kMaxRanks];          // the weights of the tile's rows
+    int weights_ready[kMaxTileRows];                 // row position + 1 whose weights are in `weights`
+    int row_failed[2][kMaxTileRows];                 // by tile parity: a wait of this row gave up
+    int tiles_done;                                  // receive tiles this block has finished
+    unsigned long long ticket;                       // the block's ticket: {epoch, arrivals}
+    Deadline deadline;                               // when the block's waits give up
 };
 
-template <>
-struct Half<__half> {
-    __device__ static float to_float(uint32_t bits) { return __half2float(__ushort_as_half((unsigned short)bits)); }
-    __device__ static uint32_t from_float(float v) { return __half_as_ushort(__float2half_rn(v)); }
-};
+// What every warp of a block knows about its rank's call.
+template <int N>
+struct Block {
+    const LaunchArgs<N>& a;
+    const RankArgs& r;
+    BlockShared& sh;
+    unsigned char* ws;  // this rank's workspace
+    int rank;
+    int index;          // this block among its rank's
+    int rows;           // rows it owns: index, index + B, ...
+    int lane;
 
-// The merge weights' exponential: base 2 or base e of (lse - max), in fp32.
-template <bool kBaseE>
-__device__ __forceinline__ float lse_exp(float x) {
-    return kBaseE ? expf(x) : exp2f(x);
-}
-
-__device__ __forceinline__ float sanitize(float lse) {
-    return (isnan(lse) || lse == INFINITY) ? -INFINITY : lse;
-}
-
-// The call's flags and slot, from the rank's epoch (read once at entry by every block).
-struct CallFlags {
-    uint64_t data;
-    uint32_t lse;
-    int slot;
-};
-
-__device__ __forceinline__ CallFlags call_flags(uint32_t epoch) {
-    uint32_t lse = epoch + 1u;
-    return {kFlagTag | (uint64_t)(uint32_t)(epoch + 1u), lse == 0u ? 1u : lse, (int)(epoch & 1u)};
-}
-
-// Programmatic dependent launch (KernelLaunch launches with it): this grid may start while the stream's previous
-// kernel still runs, so a block waits for that kernel (and its memory) before touching anything; without the launch
-// attribute the wait returns at once.
-__device__ __forceinline__ void wait_for_earlier_work() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-
-// Lets the stream's next kernel start its blocks once every block of this grid has done this (or exited); that kernel
-// waits for this one to finish before it reads anything (wait_for_earlier_work).
-__device__ __forceinline__ void allow_next_launch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
-
-// A bounded wait: every spin of the launch gives up once timeout_ns have passed since the block started.
-struct Deadline {
-    uint64_t start_ns;
-    uint64_t timeout_ns;
-    __device__ bool passed() const { return ptx::globaltimer_ns() - start_ns > timeout_ns; }
-};
-
-// Records the first timed-out wait of this rank's call in its metadata; the host raises it as an exception.
-__device__ void record_timeout(unsigned char* workspace, uint32_t kind, int source, int row, int line) {
-    uint32_t* meta = reinterpret_cast<uint32_t*>(workspace);
-    if (atomicCAS(meta + kTimeoutOffset / 4, 0u, kind) == 0u) {
-        meta[kTimeoutSourceOffset / 4] = (uint32_t)source;
-        meta[kTimeoutRowOffset / 4] = (uint32_t)row;
-        meta[kTimeoutLineOffset / 4] = (uint32_t)line;
+    __device__ int row(int pos) const { return index + pos * (int)a.blocks_per_rank; }
+    __device__ Lines<LaunchArgs<N>> lines() const { return {a}; }
+    // Element offset of row's (token, head) in a tensor with these token and head strides.
+    __device__ long long row_offset(int row, long long token_stride, long long head_stride) const {
+        const int t = quotient(row, a.heads, a.heads_magic);
+        return t * token_stride + (row - t * (int)a.heads) * head_stride;
     }
-}
+};
 
-__device__ __forceinline__ uint64_t load_word(const unsigned char* p) {
-    return __ldg(reinterpret_cast<const unsigned long long*>(p));
-}
+// ---- send ---------------------------------------------------------------------------------------------------------
 
-// Send phase of one warp: every (row, destination) item of this rank that falls to it.
-template <typename T>
-__device__ void send_ll128(const LaunchArgs& a, const RankArgs& r, const CallFlags& f, int warp, int warps,
-                           int lane) {
-    const int part = lane % kLanesPerLine;
-    const int sub = lane / kLanesPerLine;
-    const int cp = (int)a.cp;
-    // Items come in groups of kWarpsPerBlock consecutive rows with one destination, so the warps of a block (which
-    // take consecutive items) write to one peer: an SM touches fewer peer mappings at once. Consecutive groups go to
-    // different peers. Rows are counted up to a whole group; the padding items have no row.
-    const int row_groups = ((int)a.rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
-    const int items = row_groups * cp * kWarpsPerBlock;
-    for (int item = warp; item < items; item += warps) {
-        const int group = item / kWarpsPerBlock;
-        const int dst = group % cp;
-        const int row = (group / cp) * kWarpsPerBlock + item % kWarpsPerBlock;
-        if (row >= (int)a.rows) {
-            continue;
-        }
-        const int t = row / (int)a.heads;
-        const int h = row - t * (int)a.heads;
-        const unsigned char* src = static_cast<const unsigned char*>(r.partial_o) +
-                                   (t * r.o_stride_token + h * r.o_stride_head + dst * r.o_stride_peer) * sizeof(T);
-        // the LSE value is loaded first, so that its latency overlaps the data loads
-        const float lse = lane < a.line_groups ? r.partial_lse[t * r.lse_stride_token + h * r.lse_stride_head +
-                                                               dst * r.lse_stride_peer]
-                                               : 0.f;
-        unsigned char* peer = r.peers[dst] + r.peer_offset;
-        unsigned char* lines = peer + kPayloadOffset + f.slot * a.data_slot_bytes +
-                               ((long long)r.rank * a.max_rows + row) * a.data_lines * kLineBytes;
-        for (int g0 = 0; g0 < (int)a.line_groups; g0 += kLinesPerGroup) {
-            uint64_t lo[kLinesPerGroup];
-            uint64_t hi[kLinesPerGroup];
-#pragma unroll
-            for (int k = 0; k < kLinesPerGroup; ++k) {  // all loads first, then all stores
-                const int line = (g0 + k) * kLinesPerGroup + sub;
-                const int j0 = line * kLineDataWords + 2 * part;
-                lo[k] = j0 < a.data_words ? load_word(src + (size_t)j0 * kWordBytes) : 0ull;
-                hi[k] = part == kFlagPart ? f.data
-                                          : (j0 + 1 < a.data_words ? load_word(src + (size_t)(j0 + 1) * kWordBytes)
-                                                                   : 0ull);
+// One sending warp: its items k = warp, warp + SEND_WARPS, ... of the block's (row position, peer) items, each in
+// chunks of up to kChunkGroups line groups, staged through shared memory SEND_STAGES chunks deep. A cursor walks the
+// units (item, chunk) twice: once to start their copies, SEND_STAGES - 1 units ahead, once to store them.
+template <int N, typename T>
+struct Sender {
+    // A position in this warp's units.
+    struct Cursor {
+        int item;
+        int chunk;
+        __device__ void next(int chunks) {
+            if (++chunk == chunks) {
+                chunk = 0;
+                item += kSendWarps;
             }
+        }
+    };
+
+    const Block<N>& b;
+    SendStage* stages;
+    int peers;   // cp - 1
+    int chunks;  // chunks of one item
+    int units;   // (item, chunk) units of this warp
+    int issued;  // units whose copies were started
+    int first_item;
+    Cursor next_copy;
+
+    __device__ Sender(const Block<N>& block, int warp)
+        : b(block), stages(block.sh.stages[warp % kSendWarps]), peers((int)block.a.cp - 1),
+          chunks(((int)block.a.line_groups + kChunkGroups - 1) / kChunkGroups), units(0), issued(0),
+          first_item(warp), next_copy{warp, 0} {
+        const int items = block.rows * peers;
+        if (warp < kSendWarps && items > warp) {
+            units = (items - warp + kSendWarps - 1) / kSendWarps * chunks;
+        }
+    }
+
+    // The row position, destination and row of item k.
+    __device__ void item_of(int k, int& pos, int& dst, int& row) const {
+        pos = quotient(k, peers, b.a.peers_magic);
+        const int peer = k - pos * peers;
+        dst = peer < b.rank ? peer : peer + 1;
+        row = b.row(pos);
+    }
+
+    // Starts the copies of the next unit into its stage (or an empty group past the last unit, so that every lane's
+    // count of copy groups stays in step with the units).
+    __device__ void issue_next() {
+        if (issued < units) {
+            int pos;
+            int dst;
+            int row;
+            item_of(next_copy.item, pos, dst, row);
+            const RankArgs& r = b.r;
+            const int first = next_copy.chunk * kChunkGroups * kGroupDataBytes;
+            const unsigned char* from =
+                static_cast<const unsigned char*>(r.partial_o) +
+                (b.row_offset(row, r.o_stride_token, r.o_stride_head) + dst * r.o_stride_peer) * sizeof(T) + first;
+            const int bytes = min(kChunkGroups * kGroupDataBytes, (int)b.a.data_words * kWordBytes - first);
+            SendStage& st = stages[issued % kSendStages];
+            if (b.a.vector16) {
+                for (int i = b.lane; 16 * i < bytes; i += kWarpSize) {
+                    if (b.a.stream_inputs) {
+                        ptx::cp_async_16_evict_first(st.words + 2 * i, from + 16 * i);
+                    } else {
+                        ptx::cp_async_16(st.words + 2 * i, from + 16 * i);
+                    }
+                }
+            } else {
+                for (int i = b.lane; kWordBytes * i < bytes; i += kWarpSize) {
+                    ptx::cp_async_8(st.words + i, from + kWordBytes * i);
+                }
+            }
+            if (b.lane == kWarpSize - 1) {
+                ptx::cp_async_4(&st.lse, r.partial_lse + b.row_offset(row, r.lse_stride_token, r.lse_stride_head) +
+                                             dst * r.lse_stride_peer);
+            }
+            next_copy.next(chunks);
+        }
+        ptx::cp_async_commit();
+        ++issued;
+    }
+
+    __device__ void prologue() {
+        for (int i = 0; i < kSendStages - 1; ++i) {
+            issue_next();
+        }
+    }
+
+    // A soft bound: while `pos` is more than the window ahead of the block's receivers, wait, a bounded number of
+    // rounds (the bound keeps progress even where ranks disagree on the grid plan).
+    __device__ void wait_for_window(int at) const {
+        const int window = (int)b.a.send_window;
+        if (window <= 0) {
+            return;
+        }
+        const int tile_rows = (int)b.a.tile_rows;
+        for (int round = 0; round < kWindowRounds; ++round) {
+            int done = 0;
+            if (b.lane == 0) {
+                done = *reinterpret_cast<volatile int*>(&b.sh.tiles_done);
+            }
+            done = __shfl_sync(kFullMask, done, 0);
+            if (at < (done + window) * tile_rows) {
+                return;
+            }
+            __nanosleep(kWindowSleepNs);
+        }
+    }
+
+    // Writes one staged chunk of item k: its groups' lines (4 per group, fewer in a row's last group), then one LSE
+    // line per group (lane g stores group g's).
+    __device__ void store(const SendStage& st, int k, int chunk, const CallFlags& f) const {
+        const LaunchArgs<N>& a = b.a;
+        int pos;
+        int dst;
+        int row;
+        item_of(k, pos, dst, row);
+        if (chunk == 0) {
+            wait_for_window(pos);
+        }
+        const int part = b.lane % kLanesPerLine;
+        const int sub = b.lane / kLanesPerLine;
+        const int first_group = chunk * kChunkGroups;
+        const int groups = min(kChunkGroups, (int)a.line_groups - first_group);
+        const int words = (int)a.data_words - first_group * kGroupWords;  // words of the row from this chunk on
+        unsigned char* peer = a.workspaces[dst];
+        unsigned char* lines = peer + b.lines().data_line(f.slot, b.rank, row, first_group * kLinesPerGroup);
 #pragma unroll
-            for (int k = 0; k < kLinesPerGroup; ++k) {
-                const int line = (g0 + k) * kLinesPerGroup + sub;
-                if (g0 + k < a.line_groups && line < a.data_lines) {
-                    ptx::st_volatile_line_part(lines + (size_t)line * kLineBytes + part * 16, lo[k], hi[k]);
+        for (int g = 0; g < kChunkGroups; ++g) {
+            if (g < groups && (first_group + g) * kLinesPerGroup + sub < a.data_lines) {
+                const int j = g * kGroupWords + sub * kLineDataWords + 2 * part;
+                const uint64_t lo = j < words ? st.words[j] : 0ull;
+                const uint64_t hi = part == kFlagPart ? f.data : (j + 1 < words ? st.words[j + 1] : 0ull);
+                ptx::st_volatile_line_part(lines + (g * kLinesPerGroup + sub) * kLineBytes + part * 16, lo, hi);
+            }
+        }
+        if (b.lane < groups) {
+            ptx::st_volatile_lse_line(peer + b.lines().lse_line(f.slot, b.rank, row, first_group + b.lane),
+                                      __float_as_uint(st.lse), f.lse);
+        }
+    }
+
+    __device__ void run(const CallFlags& f) {
+        Cursor next_store{first_item, 0};
+        for (int u = 0; u < units; ++u) {
+            issue_next();
+            ptx::cp_async_wait<kSendStages - 1>();
+            __syncwarp();
+            store(stages[u % kSendStages], next_store.item, next_store.chunk, f);
+            __syncwarp();  // every lane has read the stage before it is filled again
+            next_store.next(chunks);
+        }
+    }
+};
+
+// ---- receive ------------------------------------------------------------------------------------------------------
+
+// One receiving warp of a block.
+template <int N, typename T, bool kBaseE>
+struct Receiver {
+    const Block<N>& b;
+    int warp;  // among the block's receiving warps
+    CallFlags f;
+    int part;
+    int sub;
+    int pairs;  // LSE lines of one row: (cp - 1) sources x groups; lane l polls pairs l, l + 32, ...
+
+    __device__ Receiver(const Block<N>& block, int w, const CallFlags& flags)
+        : b(block), warp(w), f(flags), part(block.lane % kLanesPerLine),
+          sub(block.lane / kLanesPerLine) {
+        const LaunchArgs<N>& a = block.a;
+        pairs = ((int)a.cp - 1) * (int)a.line_groups;
+    }
+
+    // Source and group of LSE pair q of a row (sources other than this rank, in order, each with its groups).
+    __device__ void pair_lse(int q, int& src, int& group) const {
+        const int s = quotient(q, b.a.line_groups, b.a.groups_magic);
+        group = q - s * (int)b.a.line_groups;
+        src = s < b.rank ? s : s + 1;
+    }
+
+    __device__ void timeout(uint32_t kind, int source, int row, int line) const {
+        record_timeout(b.ws, b.a.status, kind, source, row, line, (uint32_t)b.sh.ticket);
+    }
+
+    // Waits until the row's group-0 warp has published its weights. Returns false if the deadline passes first
+    // (that warp records why).
+    __device__ bool await_weights(int slot, int pos) const {
+        volatile int* ready = &b.sh.weights_ready[slot];
+        for (int round = 0; *ready != pos + 1; ++round) {
+            if (round >= kSpinRounds) {
+                __nanosleep(32);
+                if (round % 64 == 0 && b.sh.deadline.passed()) {
+                    return false;
                 }
             }
         }
-        if (lane < a.line_groups) {  // one LSE line per group, so each receiving warp finds its own copy
-            unsigned char* lse_line = peer + a.lse_region_offset + f.slot * a.lse_slot_bytes +
-                                      (((long long)r.rank * a.max_rows + row) * a.line_groups + lane) * kLseLineBytes;
-            ptx::st_volatile_lse_line(lse_line, __float_as_uint(lse), f.lse);
-        }
+        __threadfence_block();
+        return true;
     }
-}
 
-// Receive phase of one warp: every (row, group) item of this rank that falls to it. Returns false on timeout.
-template <typename T, bool kBaseE>
-__device__ bool receive_ll128(const LaunchArgs& a, const RankArgs& r, const CallFlags& f, const Deadline& deadline,
-                              int warp, int warps, int lane) {
-    const int part = lane % kLanesPerLine;
-    const int sub = lane / kLanesPerLine;
-    const int cp = (int)a.cp;
-    const int groups = (int)a.line_groups;
-    const int items = (int)a.rows * groups;
-    const long long lse_source_stride = a.max_rows * a.line_groups * kLseLineBytes;
-    const long long line_source_stride = a.max_rows * a.data_lines * kLineBytes;
-    for (int item = warp; item < items; item += warps) {
-        const int row = item / groups;
-        const int g = item - row * groups;
+    // One (row, group) item. Returns false when a wait gave up (the row is then NaN).
+    __device__ bool receive(int row, int slot, int pos, int g) {
+        const LaunchArgs<N>& a = b.a;
+        const RankArgs& r = b.r;
+        const int cp = (int)a.cp;
         const int line = g * kLinesPerGroup + sub;
         const bool line_valid = line < a.data_lines;
+        const int j0 = line * kLineDataWords + 2 * part;  // this lane's first word of the row
+        const int data_words = (int)a.data_words;
+        const unsigned char* line0 = b.ws + b.lines().data_line(f.slot, 0, row, line) + part * 16;
+        const long long stride = b.lines().data_source_stride();
+        const bool weights_here = g == 0;
 
-        // LSE lines of sources `lane` and `lane + 32` (absent sources count as ready with -inf) are polled together
-        // with the first batch of data lines, so that a row costs one round trip when its lines are there.
-        unsigned char* lse_row = r.workspace + a.lse_region_offset + f.slot * a.lse_slot_bytes +
-                                 ((long long)row * a.line_groups + g) * kLseLineBytes;
-        unsigned char* lse0_addr = lse_row + lane * lse_source_stride;
-        unsigned char* lse1_addr = lse_row + (lane + kWarpSize) * lse_source_stride;
-        float l0 = -INFINITY;
-        float l1 = -INFINITY;
-        bool wait0 = lane < cp;
-        bool wait1 = lane + kWarpSize < cp;
-        float e0 = 0.f;
-        float e1 = 0.f;
-        float inv = 0.f;
+        // The LSE lines of the row (group-0 warps), polled together with the first batch: lane l takes pairs l,
+        // l + 32, ... one after another, each cleared once seen.
+        int pair = b.lane;
+        int pair_src;
+        int pair_group;
+        pair_lse(pair, pair_src, pair_group);
+        bool lse_waiting = weights_here && pair < pairs;
+        unsigned char* lse_addr = b.ws + b.lines().lse_line(f.slot, pair_src, row, pair_group);
+        uint4 lse_line = lse_waiting ? ptx::ld_volatile_lse_line(lse_addr) : make_uint4(0, 0, 0, 0);
+        bool lse_ready = lse_line.y == f.lse && lse_line.w == f.lse;
+        uint32_t lse_bits = lse_line.x;
+        const float own_lse = weights_here ? __ldg(r.partial_lse + b.row_offset(row, r.lse_stride_token,
+                                                                                r.lse_stride_head) +
+                                                   b.rank * r.lse_stride_peer)
+                                           : 0.f;
 
-        float acc[2 * kElemsPerWord];
-#pragma unroll
-        for (int i = 0; i < 2 * kElemsPerWord; ++i) {
-            acc[i] = 0.f;
-        }
-        const unsigned char* line0 = r.workspace + kPayloadOffset + f.slot * a.data_slot_bytes +
-                                     ((long long)row * a.data_lines + line) * kLineBytes + part * 16;
+        float acc[2 * kElemsPerWord];  // zeroed once the weights are there (not live while they are computed)
         for (int s0 = 0; s0 < cp; s0 += kSourceBatch) {
-            const bool first = s0 == 0;
-            uint64_t lo[kSourceBatch];
-            uint64_t hi[kSourceBatch];
+            // The batch's line parts land in shared memory (one 16-byte part per lane and source): whole lines, each
+            // by its 8 lanes' copies of one warp-wide request, through L2. Remote lines are polled there; the own
+            // rank's words come straight from partial_o.
+            uint64_t* batch = b.sh.receive_lines[warp];
+            unsigned remote = 0u;  // sources of the batch whose line this lane's group of 8 lanes waits for
 #pragma unroll
             for (int k = 0; k < kSourceBatch; ++k) {
-                lo[k] = 0ull;
-                hi[k] = f.data;  // absent lines (past the row or past cp) read as ready
-                if (line_valid && s0 + k < cp) {
-                    ptx::ld_volatile_line_part(line0 + (s0 + k) * line_source_stride, lo[k], hi[k]);
+                const int s = s0 + k;
+                uint64_t* part_words = batch + (k * kWarpSize + b.lane) * 2;
+                if (s < cp && line_valid) {
+                    if (s == b.rank) {
+                        const unsigned char* own =
+                            static_cast<const unsigned char*>(r.partial_o) +
+                            (b.row_offset(row, r.o_stride_token, r.o_stride_head) + b.rank * r.o_stride_peer) *
+                                sizeof(T);
+                        if (j0 < data_words) {
+                            ptx::cp_async_8(part_words, own + kWordBytes * j0);
+                        }
+                        if (part != kFlagPart && j0 + 1 < data_words) {
+                            ptx::cp_async_8(part_words + 1, own + kWordBytes * (j0 + 1));
+                        }
+                    } else {
+                        ptx::cp_async_16(part_words, line0 + s * stride);
+                        remote |= 1u << k;
+                    }
                 }
             }
+            ptx::cp_async_commit();
             for (int round = 0;; ++round) {
-                if (first) {
-                    if (wait0) {
-                        const uint4 v = ptx::ld_volatile_lse_line(lse0_addr);
-                        if (v.y == f.lse && v.w == f.lse) {
-                            l0 = __uint_as_float(v.x);
-                            wait0 = false;
-                        }
-                    }
-                    if (wait1) {
-                        const uint4 v = ptx::ld_volatile_lse_line(lse1_addr);
-                        if (v.y == f.lse && v.w == f.lse) {
-                            l1 = __uint_as_float(v.x);
-                            wait1 = false;
-                        }
-                    }
-                }
+                ptx::cp_async_wait<0>();
+                __syncwarp();
                 unsigned pending = 0u;
 #pragma unroll
                 for (int k = 0; k < kSourceBatch; ++k) {
-                    const bool ready = __shfl_sync(kFullMask, hi[k] == f.data, lane | kFlagPart);
-                    pending |= ready ? 0u : 1u << k;
+                    // every lane reads its own line's flag word (lane part 7's second word)
+                    const uint64_t flag = batch[(k * kWarpSize + (b.lane | kFlagPart)) * 2 + 1];
+                    if ((remote & (1u << k)) && !is_data_flag(flag, f)) {
+                        pending |= 1u << k;
+                    }
+                }
+                bool lse_fetch = false;
+                if (lse_waiting && lse_ready) {
+                    if (pair_group == 0) {
+                        b.sh.lse_values[warp][pair_src] = __uint_as_float(lse_bits);
+                    }
+                    ptx::st_volatile_clear_lse_line(lse_addr);
+                    pair += kWarpSize;
+                    lse_waiting = pair < pairs;
+                    if (lse_waiting) {
+                        pair_lse(pair, pair_src, pair_group);
+                        lse_addr = b.ws + b.lines().lse_line(f.slot, pair_src, row, pair_group);
+                        lse_fetch = true;
+                    }
                 }
                 const unsigned data_lanes = __ballot_sync(kFullMask, pending != 0u);
-                const unsigned lse0_lanes = __ballot_sync(kFullMask, wait0);
-                const unsigned lse1_lanes = __ballot_sync(kFullMask, wait1);
-                if ((data_lanes | lse0_lanes | lse1_lanes) == 0u) {
+                const unsigned lse_lanes = __ballot_sync(kFullMask, lse_waiting);
+                if ((data_lanes | lse_lanes) == 0u) {
                     break;
                 }
-                if (round % kDeadlineCheckRounds == kDeadlineCheckRounds - 1 && deadline.passed()) {
+                if (!__any_sync(kFullMask, lse_fetch) && back_off(round, b.sh.deadline)) {
                     if (data_lanes != 0u) {
                         const int who = __ffs(data_lanes) - 1;
                         const unsigned who_pending = __shfl_sync(kFullMask, pending, who);
-                        if (lane == who) {
-                            record_timeout(r.workspace, kTimeoutDataLine, s0 + __ffs(who_pending) - 1, row, line);
+                        if (b.lane == who) {
+                            timeout(kTimeoutDataLine, s0 + __ffs(who_pending) - 1, row, line);
                         }
-                    } else if (lane == 0) {
-                        const int source = lse0_lanes ? __ffs(lse0_lanes) - 1 : kWarpSize + __ffs(lse1_lanes) - 1;
-                        record_timeout(r.workspace, kTimeoutLseLine, source, row, g);
+                    } else if (b.lane == __ffs(lse_lanes) - 1) {
+                        timeout(kTimeoutLseLine, pair_src, row, pair_group);
                     }
                     return false;
                 }
-                // Back off, doubling: polling warps must leave the memory system to the senders they wait for.
-                __nanosleep(min(kPollSleepNs << min(round, 5), kMaxPollSleepNs));
-                // While a line is missing only its flag part is polled, and only that of the first missing source:
-                // a waiting warp reads 16 bytes per line instead of every missing line whole. Once that flag is
-                // there, every missing line is loaded whole again. A line whose flag was seen holds its whole image
-                // (atomic-line assumption) until this warp zeroes the flag, so the later load reads that image.
-                bool arrived = false;
-                if (part == kFlagPart && pending != 0u) {
-                    uint64_t flag_lo;
-                    uint64_t flag_hi;
-                    ptx::ld_volatile_line_part(line0 + (s0 + __ffs(pending) - 1) * line_source_stride, flag_lo,
-                                               flag_hi);
-                    arrived = flag_hi == f.data;
-                }
-                if (__shfl_sync(kFullMask, arrived, lane | kFlagPart)) {
-#pragma unroll
-                    for (int k = 0; k < kSourceBatch; ++k) {
-                        if (pending & (1u << k)) {
-                            ptx::ld_volatile_line_part(line0 + (s0 + k) * line_source_stride, lo[k], hi[k]);
-                        }
+                // Only the lines still missing are fetched again, each whole by its 8 lanes in one warp request
+                // (a loop kept rolled: its addresses are computed when needed, not held in registers all along).
+                __syncwarp();
+#pragma unroll 1
+                for (int k = 0; k < kSourceBatch; ++k) {
+                    if (pending & (1u << k)) {
+                        ptx::cp_async_16(batch + (k * kWarpSize + b.lane) * 2, line0 + (s0 + k) * stride);
                     }
                 }
+                ptx::cp_async_commit();
+                if (lse_waiting) {
+                    const uint4 v = ptx::ld_volatile_lse_line(lse_addr);
+                    lse_ready = v.y == f.lse && v.w == f.lse;
+                    lse_bits = v.x;
+                }
             }
-            if (first) {
-                if (lane < cp) {
-                    ptx::st_volatile_clear_lse_line(lse0_addr);
+            if (a.reload_lines) {
+                // Every flag of the batch is there: load the lines once more, so that the words merged were read
+                // after their flag was seen (the receiver then relies on stores landing whole, not loads).
+                __syncwarp();
+#pragma unroll 1
+                for (int k = 0; k < kSourceBatch; ++k) {
+                    if (remote & (1u << k)) {
+                        ptx::cp_async_16(batch + (k * kWarpSize + b.lane) * 2, line0 + (s0 + k) * stride);
+                    }
                 }
-                if (lane + kWarpSize < cp) {
-                    ptx::st_volatile_clear_lse_line(lse1_addr);
-                }
-                // Weights: sanitize, max (-inf -> 0), exp, sum, 1/sum (0 when every source is empty).
-                const float s0v = sanitize(l0);
-                const float s1v = sanitize(l1);
-                float m = fmaxf(s0v, s1v);
-#pragma unroll
-                for (int o = kWarpSize / 2; o > 0; o /= 2) {
-                    m = fmaxf(m, __shfl_xor_sync(kFullMask, m, o));
-                }
-                if (m == -INFINITY) {
-                    m = 0.f;
-                }
-                e0 = lane < cp ? lse_exp<kBaseE>(s0v - m) : 0.f;
-                e1 = lane + kWarpSize < cp ? lse_exp<kBaseE>(s1v - m) : 0.f;
-                float sum = e0 + e1;
-#pragma unroll
-                for (int o = kWarpSize / 2; o > 0; o /= 2) {
-                    sum += __shfl_xor_sync(kFullMask, sum, o);
-                }
-                inv = sum == 0.f ? 0.f : 1.f / sum;
+                ptx::cp_async_commit();
+                ptx::cp_async_wait<0>();
+                __syncwarp();
             }
+            if (s0 == 0) {
+                if (weights_here) {
+                    __syncwarp();
+                    const float l0 = b.lane < cp ? (b.lane == b.rank ? own_lse : b.sh.lse_values[warp][b.lane])
+                                                 : -INFINITY;
+                    const int s1 = b.lane + kWarpSize;
+                    const float l1 = s1 < cp ? (s1 == b.rank ? own_lse : b.sh.lse_values[warp][s1]) : -INFINITY;
+                    row_weights<kBaseE>(l0, l1, cp, b.lane, b.sh.weights[slot]);
+                    __syncwarp();
+                    __threadfence_block();
+                    if (b.lane == 0) {
+                        *reinterpret_cast<volatile int*>(&b.sh.weights_ready[slot]) = pos + 1;
+                    }
+                } else if (!await_weights(slot, pos)) {
+                    return false;
+                }
+#pragma unroll
+                for (int i = 0; i < 2 * kElemsPerWord; ++i) {
+                    acc[i] = 0.f;
+                }
+            }
+            // Merge in source order; zero the flag of every consumed line.
 #pragma unroll
             for (int k = 0; k < kSourceBatch; ++k) {
                 const int s = s0 + k;
                 if (s < cp) {
-                    const float w = __shfl_sync(kFullMask, s < kWarpSize ? e0 : e1, s % kWarpSize) * inv;
-#pragma unroll
-                    for (int e = 0; e < kElemsPerWord; ++e) {
-                        acc[e] = fmaf(w, Half<T>::to_float((uint32_t)(lo[k] >> (16 * e)) & 0xffffu), acc[e]);
-                    }
+                    const float w = b.sh.weights[slot][s];
+                    const ulonglong2 v = *reinterpret_cast<const ulonglong2*>(batch + (k * kWarpSize + b.lane) * 2);
+                    accumulate_word<T>(acc, w, v.x);
                     if (part != kFlagPart) {
-#pragma unroll
-                        for (int e = 0; e < kElemsPerWord; ++e) {
-                            acc[kElemsPerWord + e] =
-                                fmaf(w, Half<T>::to_float((uint32_t)(hi[k] >> (16 * e)) & 0xffffu),
-                                     acc[kElemsPerWord + e]);
-                        }
+                        accumulate_word<T>(acc + kElemsPerWord, w, v.y);
                     }
-                    if (line_valid && part == kFlagPart) {
-                        ptx::st_volatile_clear_flag(
-                            const_cast<unsigned char*>(line0 + s * line_source_stride) + kWordBytes);
+                    if (part == kFlagPart && line_valid && s != b.rank) {
+                        ptx::st_volatile_clear_flag(const_cast<unsigned char*>(line0 + s * stride) + kWordBytes);
                     }
                 }
             }
+            __syncwarp();  // every lane has read the batch before the next one lands
         }
 
-        // Output words j0 (and j1 unless this is the flag part) of this lane's line.
+        uint64_t* out_words = b.sh.out_words[warp];
         if (line_valid) {
-            unsigned char* out_row = static_cast<unsigned char*>(r.out) + (size_t)row * a.head_dim * sizeof(T);
-            const int j0 = line * kLineDataWords + 2 * part;
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                const int j = j0 + half;
-                if (j < a.data_words && (half == 0 || part != kFlagPart)) {
-                    uint64_t word = 0;
-#pragma unroll
-                    for (int e = 0; e < kElemsPerWord; ++e) {
-                        word |= (uint64_t)Half<T>::from_float(acc[half * kElemsPerWord + e]) << (16 * e);
-                    }
-                    *reinterpret_cast<uint64_t*>(out_row + (size_t)j * kWordBytes) = word;
+            const int w = sub * kLineDataWords + 2 * part;
+            if (j0 < data_words) {
+                out_words[w] = pack_word<T>(acc);
+            }
+            if (part != kFlagPart && j0 + 1 < data_words) {
+                out_words[w + 1] = pack_word<T>(acc + kElemsPerWord);
+            }
+        }
+        __syncwarp();
+        unsigned char* out = static_cast<unsigned char*>(r.out) + ((long long)row * data_words + g * kGroupWords) *
+                                                                      kWordBytes;
+        store_output_group(out, out_words, min(kGroupWords, data_words - g * kGroupWords), a.vector16, b.lane);
+        __syncwarp();
+        return true;
+    }
+
+    // Every output word of `row` NaN.
+    __device__ void fail_row(int row) const {
+        const int words = (int)b.a.data_words;
+        uint64_t* out = reinterpret_cast<uint64_t*>(static_cast<unsigned char*>(b.r.out) +
+                                                    (long long)row * words * kWordBytes);
+        for (int i = b.lane; i < words; i += kWarpSize) {
+            out[i] = nan_word<T>();
+        }
+    }
+
+    // The block's rows, tile by tile; `poisoned`: the workspace may hold a failed call's lines, so nothing is read
+    // and every row is NaN.
+    __device__ void run(bool poisoned) {
+        const LaunchArgs<N>& a = b.a;
+        const int tile_rows = (int)a.tile_rows;
+        const int groups = (int)a.line_groups;
+        bool gave_up = poisoned;
+        for (int tile = 0; tile * tile_rows < b.rows; ++tile) {
+            const int first = tile * tile_rows;
+            const int items = min(tile_rows, b.rows - first) * groups;
+            int* failed = b.sh.row_failed[tile & 1];
+            for (int k = warp; k < items; k += kReceiveWarps) {
+                const int slot = quotient(k, groups, a.groups_magic);
+                const int g = k - slot * groups;
+                const int pos = first + slot;
+                if (gave_up || !receive(b.row(pos), slot, pos, g)) {
+                    gave_up = true;
+                    failed[slot] = 1;
                 }
+            }
+            ptx::named_barrier(kReceiveBarrier, kReceiveWarps * kWarpSize);
+            for (int slot = warp; first + slot < b.rows && slot < tile_rows; slot += kReceiveWarps) {
+                if (failed[slot]) {
+                    fail_row(b.row(first + slot));
+                    __syncwarp();
+                    failed[slot] = 0;
+                }
+            }
+            if (warp == 0 && b.lane == 0) {
+                *reinterpret_cast<volatile int*>(&b.sh.tiles_done) = tile + 1;
             }
         }
     }
-    return true;
-}
+};
 
-template <Protocol P, typename T, bool kBaseE>
-__device__ void dcp_lse_reduce(const LaunchArgs& a) {
-    static_assert(P == Protocol::kLL128, "only the LL128 protocol is implemented");
-    wait_for_earlier_work();  // before the epoch, the flags and the inputs are read, and before the deadline starts
+// ---- the kernel ---------------------------------------------------------------------------------------------------
+
+template <int N, typename T, bool kBaseE>
+__device__ void dcp_lse_reduce(const LaunchArgs<N>& a) {
+    __shared__ BlockShared sh;
+    ptx::grid_dependency_wait();  // before the ticket, the flags and the inputs are read, and before the deadline
     if (a.early_dependents) {
         // The next call's blocks may now take free SM slots and wait there; the host allows this only where they
-        // fit beside this call's (KernelCall), so they never hold slots that a late rank's blocks need. Allowing it
-        // at entry rather than after the send gives the next launch the most time to be set up.
-        allow_next_launch();
+        // fit beside this call's (KernelCall), so they never hold slots that a late rank's blocks need.
+        ptx::allow_dependent_launch();
     }
-    const Deadline deadline{ptx::globaltimer_ns(), (uint64_t)a.timeout_ns};
-    const int rank_in_launch = blockIdx.x / (int)a.blocks_per_rank;
-    const int block_in_rank = blockIdx.x - rank_in_launch * (int)a.blocks_per_rank;
-    const RankArgs r = a.ranks[rank_in_launch];
-    uint32_t* meta = reinterpret_cast<uint32_t*>(r.workspace);
-    const uint32_t epoch = *reinterpret_cast<volatile uint32_t*>(meta + kEpochOffset / 4);
-    const CallFlags f = call_flags(epoch);
-    const int lane = threadIdx.x % kWarpSize;
-    const int warp = block_in_rank * kWarpsPerBlock + threadIdx.x / kWarpSize;
-    const int warps = (int)a.blocks_per_rank * kWarpsPerBlock;
-
-    send_ll128<T>(a, r, f, warp, warps, lane);
-    receive_ll128<T, kBaseE>(a, r, f, deadline, warp, warps, lane);
-
-    // The last block of this rank to finish resets the count and advances the epoch (device-side, so CUDA-graph
-    // replays advance it). Every block read the epoch above, before this point; the next call is stream-ordered.
-    __syncthreads();
+    const uint64_t start_ns = ptx::globaltimer_ns();
+    const int blocks = (int)a.blocks_per_rank;
+    const int rank_in_launch = blockIdx.x / blocks;
+    const int index = blockIdx.x - rank_in_launch * blocks;
+    const RankArgs& r = a.ranks[rank_in_launch];
+    const int rank = (int)r.rank;
+    const Block<N> b{a, r, sh, a.workspaces[rank], rank, index, ((int)a.rows - index + blocks - 1) / blocks,
+                     (int)threadIdx.x % kWarpSize};
+    const int warp = threadIdx.x / kWarpSize;
     if (threadIdx.x == 0) {
-        if (atomicAdd(meta + kFinishedOffset / 4, 1u) == (uint32_t)a.blocks_per_rank - 1u) {
-            meta[kFinishedOffset / 4] = 0u;
-            meta[kEpochOffset / 4] = epoch + 1u;
+        sh.ticket = take_ticket(b.ws, blocks);
+        sh.deadline = Deadline{start_ns + (uint64_t)a.timeout_ns};
+        sh.tiles_done = 0;
+    }
+    if (threadIdx.x < kMaxTileRows) {
+        sh.weights_ready[threadIdx.x] = 0;
+        sh.row_failed[0][threadIdx.x] = 0;
+        sh.row_failed[1][threadIdx.x] = 0;
+    }
+    Sender<N, T> sender(b, warp);
+    if (warp < kSendWarps) {
+        sender.prologue();  // the input copies need no epoch: they overlap the ticket's round trip
+    }
+    __syncthreads();
+    const uint64_t ticket = sh.ticket;
+    const uint32_t epoch = (uint32_t)ticket;
+    const CallFlags f = call_flags(epoch);
+    if (warp < kSendWarps) {
+        ptx::lower_registers<kSendRegisters>();
+        sender.run(f);  // a poisoned rank still sends: its peers' workspaces are sound
+    } else {
+        ptx::raise_registers<kReceiveRegisters>();
+        const bool poisoned = ticket_poisoned(ticket);
+        if (poisoned && threadIdx.x == kSendWarps * kWarpSize) {
+            *reinterpret_cast<volatile unsigned int*>(a.status) = kStatusFailed;
         }
+        Receiver<N, T, kBaseE>(b, warp - kSendWarps, f).run(poisoned);
     }
 }
 
 }  // namespace dcp4j
 
 using dcp4j::LaunchArgs;
-using dcp4j::Protocol;
 
-#define DCP4J_KERNEL(name, T, BASE_E)                                                              \
-    extern "C" __global__ void __launch_bounds__(dcp4j::kBlockThreads) name(const LaunchArgs args) { \
-        dcp4j::dcp_lse_reduce<Protocol::kLL128, T, BASE_E>(args);                                  \
+#define DCP4J_KERNEL(name, N, T, BASE_E)                                                                    \
+    extern "C" __global__ void __launch_bounds__(dcp4j::kBlockThreads, dcp4j::kMinBlocksPerSm)            \
+        name(const __grid_constant__ LaunchArgs<N> args) {                                                  \
+        dcp4j::dcp_lse_reduce<N, T, BASE_E>(args);                                                          \
     }
 
-DCP4J_KERNEL(dcp4j_ll128_bf16_base2, __nv_bfloat16, false)
-DCP4J_KERNEL(dcp4j_ll128_bf16_basee, __nv_bfloat16, true)
-DCP4J_KERNEL(dcp4j_ll128_fp16_base2, __half, false)
-DCP4J_KERNEL(dcp4j_ll128_fp16_basee, __half, true)
+DCP4J_KERNEL(dcp4j_ll128_bf16_base2_r8, 8, __nv_bfloat16, false)
+DCP4J_KERNEL(dcp4j_ll128_bf16_basee_r8, 8, __nv_bfloat16, true)
+DCP4J_KERNEL(dcp4j_ll128_fp16_base2_r8, 8, __half, false)
+DCP4J_KERNEL(dcp4j_ll128_fp16_basee_r8, 8, __half, true)
+DCP4J_KERNEL(dcp4j_ll128_bf16_base2_r64, 64, __nv_bfloat16, false)
+DCP4J_KERNEL(dcp4j_ll128_bf16_basee_r64, 64, __nv_bfloat16, true)
+DCP4J_KERNEL(dcp4j_ll128_fp16_base2_r64, 64, __half, false)
+DCP4J_KERNEL(dcp4j_ll128_fp16_basee_r64, 64, __half, true)
 
-// The launch floor: an empty kernel launched exactly as the op is (same attribute, grid and blocks).
-extern "C" __global__ void __launch_bounds__(dcp4j::kBlockThreads) dcp4j_empty(const LaunchArgs args) {}
+// The launch floor: an empty kernel launched exactly as the op is (same attribute, grid, blocks and parameter).
+extern "C" __global__ void __launch_bounds__(dcp4j::kBlockThreads, dcp4j::kMinBlocksPerSm)
+    dcp4j_empty_r8(const __grid_constant__ LaunchArgs<8> args) {}
+extern "C" __global__ void __launch_bounds__(dcp4j::kBlockThreads, dcp4j::kMinBlocksPerSm)
+    dcp4j_empty_r64(const __grid_constant__ LaunchArgs<64> args) {}

@@ -50,7 +50,7 @@ public final class LoopbackDeployment implements Deployment {
             KernelCall call = engine.prepare(in.partialO(), in.partialLse(), in.out(), BenchInputs.MODE,
                     new CudaStream(device));
             return new Lanes(List.of(call), () -> {
-                call.checkTimeouts();
+                call.checkStatus();
                 call.readOutputs();
                 return in.maxRelativeError(allRanks(c.cp()));
             }, () -> {

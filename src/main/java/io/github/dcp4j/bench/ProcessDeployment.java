@@ -95,7 +95,7 @@ public final class ProcessDeployment implements Deployment {
             CudaRankEngine e = engine;
             CudaStream s = stream;
             return new Lanes(List.of(call), () -> {
-                call.checkTimeouts();
+                call.checkStatus();
                 call.readOutputs();
                 return checked ? in.maxRelativeError(new int[] {rank}) : Double.NaN;
             }, () -> {

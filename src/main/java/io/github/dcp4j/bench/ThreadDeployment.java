@@ -59,7 +59,7 @@ public final class ThreadDeployment implements Deployment {
         try {
             CudaPeerGroup.Prepared call = group.prepare(in.partialO(), in.partialLse(), in.out(), BenchInputs.MODE);
             return new Lanes(call.launches(), () -> {
-                call.launches().forEach(KernelCall::checkTimeouts);
+                call.launches().forEach(KernelCall::checkStatus);
                 call.readOutputs();
                 return in.maxRelativeError(LoopbackDeployment.allRanks(c.cp()));
             }, () -> {

@@ -29,6 +29,7 @@ public final class CudaDevice implements AutoCloseable {
     private final int major;
     private final int minor;
     private final int multiprocessors;
+    private final long l2Bytes;
     private volatile boolean closed;
 
     private CudaDevice(int ordinal) {
@@ -45,12 +46,14 @@ public final class CudaDevice implements AutoCloseable {
             Cuda.check(JCudaDriver.cuCtxSetCurrent(context), "cuCtxSetCurrent");
             return new int[] {attribute(CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
                 attribute(CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR),
-                attribute(CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)};
+                attribute(CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
+                attribute(CUdevice_attribute.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)};
         });
         this.owner = created[0];
         this.major = props[0];
         this.minor = props[1];
         this.multiprocessors = props[2];
+        this.l2Bytes = Integer.toUnsignedLong(props[3]);
         this.name = call(() -> {
             byte[] buf = new byte[256];
             Cuda.check(JCudaDriver.cuDeviceGetName(buf, buf.length, device), "cuDeviceGetName");
@@ -197,6 +200,11 @@ public final class CudaDevice implements AutoCloseable {
 
     public int multiprocessors() {
         return multiprocessors;
+    }
+
+    /** Bytes of L2 cache. */
+    public long l2Bytes() {
+        return l2Bytes;
     }
 
     /** Releases the primary context and stops the device thread. Everything allocated on it must be closed first. */

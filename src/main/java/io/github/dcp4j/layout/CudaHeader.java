@@ -1,5 +1,7 @@
 package io.github.dcp4j.layout;
 
+import io.github.dcp4j.op.WeightExp;
+
 import java.io.IOException;
 import java.lang.reflect.Field;
 import java.lang.reflect.Modifier;
@@ -8,8 +10,9 @@ import java.nio.file.Path;
 import java.util.List;
 
 /**
- * Generates {@code ll128_layout.h}, the kernel's view of {@link Ll128} and {@link KernelAbi}, at build time: every
- * constant the kernel uses comes from the Java definition, so the two sides cannot drift apart.
+ * Generates {@code ll128_layout.h}, the kernel's view of {@link Ll128}, {@link WeightExp} and {@link KernelAbi}, at
+ * build time: every constant the kernel uses comes from the Java definition, so the two sides cannot drift apart.
+ * Floats are written as hexadecimal literals, so the kernel's fp32 constants are the Java ones bit for bit.
  *
  * <p>{@code java io.github.dcp4j.layout.CudaHeader OUT.h}
  */
@@ -29,30 +32,61 @@ public final class CudaHeader {
 
     static String generate() {
         StringBuilder h = new StringBuilder();
-        h.append("// Generated from io.github.dcp4j.layout.Ll128 and KernelAbi by CudaHeader: do not edit.\n")
-                .append("#pragma once\n\nnamespace dcp4j {\n\n");
-        for (Field f : Ll128.class.getDeclaredFields()) {
+        h.append("// Generated from io.github.dcp4j.layout.Ll128, op.WeightExp and layout.KernelAbi by CudaHeader: do"
+                + " not edit.\n#pragma once\n\nnamespace dcp4j {\n\n");
+        constants(h, Ll128.class);
+        h.append('\n');
+        constants(h, WeightExp.class);
+        h.append("// Taylor<k>::kValue = 1/k!, the coefficients of op.WeightExp (compile-time constants in the code)\n")
+                .append("template <int K>\nstruct Taylor;\n");
+        float[] taylor = WeightExp.taylorCoefficients();
+        for (int k = 0; k < taylor.length; k++) {
+            h.append("template <>\nstruct Taylor<").append(k).append("> {\n    static constexpr float kValue = ")
+                    .append(Float.toHexString(taylor[k])).append("f;\n};\n");
+        }
+        h.append('\n');
+        struct(h, "RankArgs", KernelAbi.RANK_ARGS);
+        h.append("template <int kRanks>\nstruct LaunchArgs {\n");
+        for (KernelAbi.Field f : KernelAbi.LAUNCH_FIELDS) {
+            h.append("    ").append(f.cType()).append(' ').append(f.name()).append(";\n");
+        }
+        h.append("    unsigned char* workspaces[kMaxRanks];\n    RankArgs ranks[kRanks];\n};\n");
+        for (int capacity : KernelAbi.RANK_CAPACITIES) {
+            String type = "LaunchArgs<" + capacity + ">";
+            h.append("static_assert(sizeof(").append(type).append(") == ").append(KernelAbi.launchArgsBytes(capacity))
+                    .append(", \"").append(type).append(" size\");\n");
+            for (KernelAbi.Field f : KernelAbi.LAUNCH_FIELDS) {
+                offsetAssert(h, type, f.name(), KernelAbi.offset(KernelAbi.LAUNCH_FIELDS, f.name()));
+            }
+            offsetAssert(h, type, "workspaces", KernelAbi.workspacesOffset());
+            offsetAssert(h, type, "ranks", KernelAbi.ranksOffset());
+        }
+        h.append("\n}  // namespace dcp4j\n");
+        return h.toString();
+    }
+
+    private static void constants(StringBuilder h, Class<?> from) {
+        for (Field f : from.getDeclaredFields()) {
             int m = f.getModifiers();
             if (!Modifier.isStatic(m) || !Modifier.isPublic(m) || !Modifier.isFinal(m)) {
                 continue;
             }
             try {
                 Object v = f.get(null);
+                String name = "k" + camel(f.getName());
                 if (v instanceof Integer i) {
-                    h.append("constexpr int k").append(camel(f.getName())).append(" = ").append(i).append(";\n");
+                    h.append("constexpr int ").append(name).append(" = ").append(i).append(";\n");
                 } else if (v instanceof Long l) {
-                    h.append("constexpr unsigned long long k").append(camel(f.getName())).append(" = 0x")
+                    h.append("constexpr unsigned long long ").append(name).append(" = 0x")
                             .append(Long.toHexString(l)).append("ULL;\n");
+                } else if (v instanceof Float x) {
+                    h.append("constexpr float ").append(name).append(" = ").append(Float.toHexString(x))
+                            .append("f;\n");
                 }
             } catch (IllegalAccessException e) {
                 throw new IllegalStateException(e);
             }
         }
-        h.append('\n');
-        struct(h, "RankArgs", KernelAbi.RANK_ARGS);
-        struct(h, "LaunchArgs", KernelAbi.LAUNCH_ARGS);
-        h.append("}  // namespace dcp4j\n");
-        return h.toString();
     }
 
     private static void struct(StringBuilder h, String name, List<KernelAbi.Field> fields) {
@@ -64,11 +98,14 @@ public final class CudaHeader {
         h.append("static_assert(sizeof(").append(name).append(") == ").append(KernelAbi.size(fields))
                 .append(", \"").append(name).append(" size\");\n");
         for (KernelAbi.Field f : fields) {
-            h.append("static_assert(__builtin_offsetof(").append(name).append(", ").append(f.name()).append(") == ")
-                    .append(KernelAbi.offset(fields, f.name())).append(", \"").append(name).append('.')
-                    .append(f.name()).append("\");\n");
+            offsetAssert(h, name, f.name(), KernelAbi.offset(fields, f.name()));
         }
         h.append('\n');
+    }
+
+    private static void offsetAssert(StringBuilder h, String type, String field, int offset) {
+        h.append("static_assert(__builtin_offsetof(").append(type).append(", ").append(field).append(") == ")
+                .append(offset).append(", \"").append(type).append('.').append(field).append("\");\n");
     }
 
     /** MAX_RANKS -> MaxRanks. */

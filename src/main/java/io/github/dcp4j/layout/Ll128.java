@@ -7,12 +7,18 @@ package io.github.dcp4j.layout;
  * <pre>
  * Workspace: one per rank, the same size on every rank, 128-byte aligned, zeroed once at creation.
  *
- *   0           4              8             12           16        20         24                    128
- *   +-----------+--------------+-------------+------------+---------+----------+------- ... -------+
- *   | epoch u32 | finished u32 | timeout u32 | source u32 | row u32 | line u32 | zero              |  metadata
- *   +-----------+--------------+-------------+------------+---------+----------+------- ... -------+
- *   timeout: 0, or what a GPU wait that gave up was waiting for (TIMEOUT_DATA_LINE / TIMEOUT_LSE_LINE), with the
- *   source rank, row and line (data line index, or group index of an LSE line) beside it.
+ *   0         4              8        12       16     20     24       28                               128
+ *   +---------+--------------+--------+--------+------+------+--------+----------- ... -----------+
+ *   | epoch   | arrivals     | kind   | source | row  | line | epoch  | zero                      |  metadata
+ *   +---------+--------------+--------+--------+------+------+--------+----------- ... -----------+
+ *   |<- the call's ticket: ->|<----------- timeout record ----------->|
+ *   |   one u64, LE          |
+ *   arrivals: blocks of the current call that took their ticket (bits 0..30), and POISONED_BIT (bit 31): a wait
+ *   of this rank gave up, so its slots may hold lines of a call that never completed; set until the host re-zeroes
+ *   the workspace. The last block of a call to arrive advances the epoch and resets the count in one atomic add.
+ *   timeout record: 0, or what the first GPU wait that gave up was waiting for (TIMEOUT_DATA_LINE /
+ *   TIMEOUT_LSE_LINE), with the source rank, row, line (data line index, or group of an LSE line) and the epoch of
+ *   that call.
  *   128 = PAYLOAD_OFFSET
  *   +-------------------------------------------------------------------------------------+
  *   | data lines  [slot 0..1][src 0..cp-1][row 0..maxRows-1][line 0..dataLines-1]  128 B   |
@@ -38,9 +44,11 @@ package io.github.dcp4j.layout;
  *   flag = u32(epoch + 1), or 1 where that is 0    (never zero)
  * </pre>
  *
- * slot = epoch &amp; 1. The epoch is the rank's own call counter (metadata word 0); it advances once per call, after the
- * last receiver of that rank has finished. Readers zero every flag they consume, so between calls a slot holds only
- * zero flags, and a zero flag never matches (see docs/PROTOCOL.md).
+ * slot = epoch &amp; 1. The epoch is the rank's own call counter (metadata word 0); every block of a call takes a ticket
+ * at entry (an atomic add on the arrivals word, which returns the epoch beside it), and the last to arrive advances
+ * the epoch, so CUDA-graph replays advance it. Nothing is sent to a rank's own workspace: a rank merges its own slice
+ * from its input. Readers zero every flag they consume, so between calls a slot holds only zero flags, and a zero
+ * flag never matches (see docs/PROTOCOL.md).
  */
 public final class Ll128 {
     private Ll128() {
@@ -50,7 +58,7 @@ public final class Ll128 {
      * Names this layout and protocol; ranks in several processes compare it before any launch, so that builds with
      * different layouts never share workspaces. Change it whenever a constant below or the kernel's use of them does.
      */
-    public static final String PROTOCOL_ID = "dcp4j-ll128/1";
+    public static final String PROTOCOL_ID = "dcp4j-ll128/2";
     /** Largest cp_size (source ranks per row). */
     public static final int MAX_RANKS = 64;
     /** Slots alternate by call: a peer can run at most one call ahead. */
@@ -60,8 +68,10 @@ public final class Ll128 {
     public static final int PAYLOAD_OFFSET = 128;
     /** Byte offset of the u32 call counter (epoch) in the metadata. */
     public static final int EPOCH_OFFSET = 0;
-    /** Byte offset of the u32 count of receivers (blocks) that finished the current call. */
-    public static final int FINISHED_OFFSET = 4;
+    /** Byte offset of the u32 count of blocks (CPU: receivers) that took their ticket in the current call. */
+    public static final int ARRIVALS_OFFSET = 4;
+    /** Bit of the arrivals word that marks the workspace poisoned (a wait gave up; only a re-zeroing clears it). */
+    public static final long POISONED_BIT = 0x8000_0000L;
     /** Byte offset of the u32 timeout record: 0, {@link #TIMEOUT_DATA_LINE} or {@link #TIMEOUT_LSE_LINE}. */
     public static final int TIMEOUT_OFFSET = 8;
     /** Byte offset of the u32 source rank a timed-out wait was waiting for. */
@@ -70,6 +80,10 @@ public final class Ll128 {
     public static final int TIMEOUT_ROW_OFFSET = 16;
     /** Byte offset of the u32 line (data line index, or LSE group) a timed-out wait was waiting for. */
     public static final int TIMEOUT_LINE_OFFSET = 20;
+    /** Byte offset of the u32 epoch of the call whose wait gave up. */
+    public static final int TIMEOUT_EPOCH_OFFSET = 24;
+    /** Bytes of metadata the host reads back: the ticket and the timeout record. */
+    public static final int METADATA_RECORD_BYTES = TIMEOUT_EPOCH_OFFSET + 4;
     /** Timeout record: a wait for a data line gave up. */
     public static final int TIMEOUT_DATA_LINE = 1;
     /** Timeout record: a wait for an LSE line gave up. */
@@ -112,14 +126,22 @@ public final class Ll128 {
     /** High word of every data-line flag: "LL12". */
     public static final long FLAG_TAG = 0x4C4C3132_00000000L;
 
+    /**
+     * The engine's status word (one u32 per engine, in host memory the kernel writes) once a call timed out or found
+     * its rank's workspace poisoned; it stays so until the host clears it at the reset. The ranks' metadata say what.
+     */
+    public static final int STATUS_FAILED = 1;
+
     /** Receive warps poll sources in batches of this many (cp up to 64 in 8 batches). */
     public static final int SOURCE_BATCH = 8;
-    /**
-     * Threads in one block of the kernel (8 warps). With the kernel's ~125 registers per thread a block holds half an
-     * SM's register file, so at most two blocks, and two processes, share an SM: blocks of several MPS clients on one
-     * SM slowed each other's sends (docs/PERFORMANCE.md, "one GPU, 8 processes").
-     */
+    /** Threads in one block of the kernel: 8 warps, the first SEND_WARPS send, the others receive. */
     public static final int BLOCK_THREADS = 256;
+    /** Sending warps in one block (the rest of the block's warps receive). */
+    public static final int SEND_WARPS = 4;
+    /** Input chunks (up to 4 line groups, 1920 bytes, of one row slice) a sending warp stages in shared memory. */
+    public static final int SEND_STAGES = 3;
+    /** Most rows in one receive tile (a block's receivers finish a tile together; the send window counts tiles). */
+    public static final int MAX_TILE_ROWS = 4;
 
     /** The slot a call with this epoch uses. */
     public static int slot(int epoch) {

@@ -82,13 +82,22 @@ public final class Ll128Lines {
         U32_HANDLE.setRelease(workspace, (long) Ll128.EPOCH_OFFSET, epoch);
     }
 
-    /** Counts one finished receiver; returns the count before. */
-    public static int getAndAddFinished(MemorySegment workspace) {
-        return (int) U32_HANDLE.getAndAdd(workspace, (long) Ll128.FINISHED_OFFSET, 1);
-    }
-
-    /** Resets the finished-receiver count to zero. */
-    public static void clearFinished(MemorySegment workspace) {
-        U32_HANDLE.setRelease(workspace, (long) Ll128.FINISHED_OFFSET, 0);
+    /**
+     * The call's ticket, as every GPU block takes it at entry: one more arrival in the 64-bit word {epoch, arrivals}
+     * (a volatile add); the last of {@code arrivalsPerCall} arrivals advances the epoch and resets the count in a
+     * second add, keeping the poisoned bit. Returns the word as it was: the call's epoch in the low 32 bits.
+     */
+    public static long takeTicket(MemorySegment workspace, int arrivalsPerCall) {
+        long old = (long) WORD_HANDLE.getAndAdd(workspace, (long) Ll128.EPOCH_OFFSET, 1L << 32);
+        int epoch = (int) old;
+        long arrivals = (old >>> 32) & ~Ll128.POISONED_BIT;
+        if (arrivals == arrivalsPerCall - 1) {
+            long delta = 1L - ((long) arrivalsPerCall << 32);
+            if (epoch == -1) {
+                delta -= 1L << 32;  // the epoch wraps: its carry would land in the arrivals count
+            }
+            WORD_HANDLE.getAndAdd(workspace, (long) Ll128.EPOCH_OFFSET, delta);
+        }
+        return old;
     }
 }

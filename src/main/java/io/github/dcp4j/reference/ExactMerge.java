@@ -3,18 +3,19 @@ package io.github.dcp4j.reference;
 import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.ReduceCall;
 import io.github.dcp4j.op.TensorView;
+import io.github.dcp4j.op.WeightExp;
 
 import java.util.List;
 
 /**
- * The op's merge, defined exactly (op-contract section 1.3): every engine's output is checked against this, bit for
- * bit where its arithmetic is the same.
+ * The op's merge, defined exactly (docs/PROTOCOL.md, "The merge"): every engine's output equals this bit for bit.
  *
  * <ol>
  *   <li>NaN and +inf LSEs count as -inf ("some backends emit NaN or +inf for empty shards").</li>
  *   <li>m = max over sources; -inf becomes 0.</li>
- *   <li>e_r = 2^(lse_r - m) (base 2) or e^(lse_r - m) (base e), the difference in fp32 and the power rounded to
- *       fp32; denom = sum of e_r in source order; inv = denom == 0 ? 0 : 1 / denom; w_r = e_r x inv.</li>
+ *   <li>e_r = 2^(lse_r - m) (base 2) or e^(lse_r - m) (base e), the difference in fp32 and the power as
+ *       {@link WeightExp} defines it (IEEE operations only, so every engine gets the same fp32); denom = sum of e_r
+ *       in source order, in fp32; inv = denom == 0 ? 0 : 1 / denom; w_r = e_r x inv.</li>
  *   <li>acc = fma(w_r, o_r[d], acc) for r = 0 .. cp-1 in that order, from acc = 0, in fp32.</li>
  *   <li>One round to nearest even to fp16 / bf16. All-empty rows (every LSE -inf) give exactly 0.</li>
  * </ol>
@@ -40,7 +41,7 @@ public final class ExactMerge {
         float denom = 0f;
         for (int r = 0; r < count; r++) {
             float x = sanitize(lse[r]) - m;
-            float e = (float) (mode == LseMode.BASE2 ? Math.pow(2.0, x) : Math.exp(x));
+            float e = WeightExp.exp(mode, x);
             weights[r] = e;
             denom += e;
         }

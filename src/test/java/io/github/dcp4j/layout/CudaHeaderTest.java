@@ -1,5 +1,6 @@
 package io.github.dcp4j.layout;
 
+import io.github.dcp4j.op.WeightExp;
 import org.junit.jupiter.api.Test;
 
 import java.util.List;
@@ -22,11 +23,24 @@ class CudaHeaderTest {
         assertTrue(header.contains("constexpr int kMaxGroups = 32;"));
         assertTrue(header.contains("constexpr int kTimeoutLseLine = " + Ll128.TIMEOUT_LSE_LINE + ";"));
         assertTrue(header.contains("constexpr unsigned long long kFlagTag = 0x4c4c313200000000ULL;"));
+        assertTrue(header.contains("constexpr unsigned long long kPoisonedBit = 0x80000000ULL;"));
+    }
+
+    @Test
+    void carriesTheWeightExponentialsConstantsBitForBit() {
+        assertTrue(header.contains("constexpr float kLog2E = " + Float.toHexString(WeightExp.LOG2_E) + "f;"));
+        assertTrue(header.contains("constexpr float kZeroBelow = " + Float.toHexString(WeightExp.ZERO_BELOW) + "f;"));
+        float[] taylor = WeightExp.taylorCoefficients();
+        assertEquals(WeightExp.TAYLOR_DEGREE + 1, taylor.length);
+        for (int k = 0; k < taylor.length; k++) {
+            assertTrue(header.contains("struct Taylor<" + k + "> {\n    static constexpr float kValue = "
+                    + Float.toHexString(taylor[k]) + "f;"), "coefficient " + k);
+        }
     }
 
     @Test
     void declaresTheArgumentStructsInJavaOrderWithCheckedOffsets() {
-        for (List<KernelAbi.Field> fields : List.of(KernelAbi.RANK_ARGS, KernelAbi.LAUNCH_ARGS)) {
+        for (List<KernelAbi.Field> fields : List.of(KernelAbi.RANK_ARGS, KernelAbi.LAUNCH_FIELDS)) {
             int previous = -1;
             for (KernelAbi.Field f : fields) {
                 int at = header.indexOf("    " + f.cType() + " " + f.name() + ";");
@@ -36,7 +50,13 @@ class CudaHeaderTest {
                         "offset of " + f.name() + " is asserted");
             }
         }
-        assertTrue(header.contains("static_assert(sizeof(RankArgs) == 104"));
-        assertEquals(128, KernelAbi.size(KernelAbi.LAUNCH_ARGS));
+        assertTrue(header.contains("static_assert(sizeof(RankArgs) == 80"));
+        for (int capacity : KernelAbi.RANK_CAPACITIES) {
+            assertTrue(header.contains("static_assert(sizeof(LaunchArgs<" + capacity + ">) == "
+                    + KernelAbi.launchArgsBytes(capacity)));
+            assertTrue(header.contains("static_assert(__builtin_offsetof(LaunchArgs<" + capacity + ">, ranks) == "
+                    + KernelAbi.ranksOffset()));
+        }
+        assertEquals(KernelAbi.workspacesOffset() + Ll128.MAX_RANKS * 8, KernelAbi.ranksOffset());
     }
 }

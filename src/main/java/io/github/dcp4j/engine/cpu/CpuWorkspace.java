@@ -20,9 +20,9 @@ import java.util.concurrent.locks.LockSupport;
 
 /**
  * One rank of a {@link CpuEngine}: an off-heap workspace of exactly the op's size with the {@link Ll128} layout, and
- * the protocol run by the calling thread. A call sends this rank's slices as lines into every peer's workspace,
- * polls its own workspace until every source's lines are there, merges them in source order, zeroes every flag it
- * consumed, and advances its epoch.
+ * the protocol run by the calling thread. A call takes its ticket (which advances the epoch), sends this rank's slices
+ * as lines into every peer's workspace, polls its own workspace until every other source's lines are there, merges
+ * them with its own slice (read from its input) in source order, and zeroes every flag it consumed.
  */
 public final class CpuWorkspace implements RankWorkspace {
     /** Poll rounds that only spin before the poller starts yielding its core. */
@@ -31,8 +31,8 @@ public final class CpuWorkspace implements RankWorkspace {
     private static final int YIELD_ROUNDS = 64;
     /** Longest park between polls; senders also unpark the poller as soon as they finish writing to it. */
     private static final long PARK_NANOS = 100_000;
-    /** Receivers per rank: one thread, so the finished count only ever goes 0 -> 1 -> reset. */
-    private static final int RECEIVERS_PER_RANK = 1;
+    /** Arrivals per call: one thread, so the arrivals count only ever goes 0 -> 1 -> reset. */
+    private static final int ARRIVALS_PER_CALL = 1;
     /** 16-bit elements in one 8-byte data word; element 0 in the low bits (little-endian). */
     private static final int ELEMENTS_PER_WORD = Ll128.WORD_BYTES / Short.BYTES;
 
@@ -95,11 +95,10 @@ public final class CpuWorkspace implements RankWorkspace {
                     + " thread; a workspace serves one ordered stream of calls: make one workspace group per stream");
         }
         try {
-            int epoch = Ll128Lines.getEpochAcquire(memory);
+            int epoch = (int) Ll128Lines.takeTicket(memory, ARRIVALS_PER_CALL);
             send(call, layout, epoch);
             awaitAll(call, layout, epoch);
             mergeAndConsume(call, layout, epoch);
-            finish(epoch);
         } catch (PeerTimeoutException e) {
             group.poison(e);
             throw e;
@@ -108,7 +107,7 @@ public final class CpuWorkspace implements RankWorkspace {
         }
     }
 
-    /** Writes partial_o[row, dst, :] and partial_lse[row, dst] into every dst's workspace, own rank last. */
+    /** Writes partial_o[row, dst, :] and partial_lse[row, dst] into every other rank dst's workspace. */
     private void send(ReduceCall call, WorkspaceLayout layout, int epoch) {
         RowLayout row = call.row();
         int slot = Ll128.slot(epoch);
@@ -116,7 +115,7 @@ public final class CpuWorkspace implements RankWorkspace {
         int lseFlag = Ll128.lseFlag(epoch);
         MemorySegment o = call.partialO().memory();
         int elem = call.dtype().bytes();
-        for (int i = 1; i <= cpSize(); i++) {
+        for (int i = 1; i < cpSize(); i++) {
             int dst = (rank + i) % cpSize();
             CpuWorkspace peer = group.workspace(dst);
             for (int r = 0; r < call.rows(); r++) {
@@ -146,8 +145,8 @@ public final class CpuWorkspace implements RankWorkspace {
     }
 
     /**
-     * Polls until every line of every source is ready. Each source writes its rows in order, data lines then LSE
-     * lines, so one cursor per source walks that order; every flag is still checked.
+     * Polls until every line of every other source is ready. Each source writes its rows in order, data lines then
+     * LSE lines, so one cursor per source walks that order; every flag is still checked.
      */
     private void awaitAll(ReduceCall call, WorkspaceLayout layout, int epoch) {
         RowLayout row = call.row();
@@ -157,6 +156,7 @@ public final class CpuWorkspace implements RankWorkspace {
         int itemsPerRow = row.dataLines() + row.lineGroups();
         int total = call.rows() * itemsPerRow;
         int[] cursor = new int[cpSize()];
+        cursor[rank] = total;
         long deadline = System.nanoTime() + group.timeout().toNanos();
         try {
             for (int round = 0; ; round++) {
@@ -211,7 +211,10 @@ public final class CpuWorkspace implements RankWorkspace {
         return new PeerTimeoutException(rank, s, r, lse ? k - dataLines : k, lse, group.timeout(), epoch);
     }
 
-    /** Merges every row in source order 0..cp-1 (as {@link ExactMerge}) and zeroes each flag it consumed. */
+    /**
+     * Merges every row in source order 0..cp-1 (as {@link ExactMerge}), this rank's own slice straight from its input,
+     * and zeroes each flag it consumed.
+     */
     private void mergeAndConsume(ReduceCall call, WorkspaceLayout layout, int epoch) {
         RowLayout row = call.row();
         int cp = cpSize();
@@ -222,8 +225,13 @@ public final class CpuWorkspace implements RankWorkspace {
         float[] w = new float[cp];
         float[] acc = new float[row.headDim()];
         TensorView out = call.out();
+        TensorView o = call.partialO();
         for (int r = 0; r < call.rows(); r++) {
             for (int s = 0; s < cp; s++) {
+                if (s == rank) {
+                    lse[s] = call.partialLse().loadFloat(call.lseElement(r, rank));
+                    continue;
+                }
                 lse[s] = Float.intBitsToFloat(Ll128Lines.getLseBits(memory, layout.lseLineOffset(slot, s, r, 0)));
                 for (int g = 0; g < row.lineGroups(); g++) {
                     Ll128Lines.clearLseLine(memory, layout.lseLineOffset(slot, s, r, g));
@@ -233,6 +241,13 @@ public final class CpuWorkspace implements RankWorkspace {
             Arrays.fill(acc, 0f);
             for (int s = 0; s < cp; s++) {
                 float ws = w[s];
+                if (s == rank) {
+                    long base = call.sliceElement(r, rank);
+                    for (int d = 0; d < acc.length; d++) {
+                        acc[d] = ExactMerge.accumulate(acc[d], ws, o.loadFloat(base + d));
+                    }
+                    continue;
+                }
                 int d = 0;
                 for (int line = 0; line < row.dataLines(); line++) {
                     long lineOffset = layout.dataLineOffset(slot, s, r, line);
@@ -252,14 +267,6 @@ public final class CpuWorkspace implements RankWorkspace {
             for (int d = 0; d < acc.length; d++) {
                 out.storeBits(outBase + d, Halves.fromFloat(dtype, acc[d]));
             }
-        }
-    }
-
-    /** The last receiver of this rank resets the finished count and advances the epoch. */
-    private void finish(int epoch) {
-        if (Ll128Lines.getAndAddFinished(memory) == RECEIVERS_PER_RANK - 1) {
-            Ll128Lines.clearFinished(memory);
-            Ll128Lines.putEpochRelease(memory, epoch + 1);
         }
     }
 }

@@ -38,7 +38,7 @@ public final class CudaLoopbackEngine implements LocalGroup {
     private final CudaStream ownStream;
     private final boolean ownsDevice;
     private final StreamBinding binding = new StreamBinding();
-    private final WorkspaceState state = new WorkspaceState("the CUDA workspace group");
+    private final WorkspaceState state;
 
     private CudaLoopbackEngine(CudaDevice device, boolean ownsDevice, int cpSize, long workspaceBytes,
                                Duration timeout) {
@@ -46,12 +46,18 @@ public final class CudaLoopbackEngine implements LocalGroup {
         this.ownsDevice = ownsDevice;
         this.timeout = timeout;
         this.kernels = new Kernels(device);
+        LoopbackWorkspaces allocated = null;
         try {
-            this.workspaces = LoopbackWorkspaces.allocate(device, cpSize, workspaceBytes);
+            allocated = LoopbackWorkspaces.allocate(device, cpSize, workspaceBytes);
+            this.state = new WorkspaceState("the CUDA workspace group", device);
         } catch (RuntimeException e) {
+            if (allocated != null) {
+                allocated.close();
+            }
             kernels.close();
             throw e;
         }
+        this.workspaces = allocated;
         for (int r = 0; r < cpSize; r++) {
             views.add(workspaces.rank(r));
         }
@@ -137,6 +143,11 @@ public final class CudaLoopbackEngine implements LocalGroup {
         }
     }
 
+    /** Whether rank {@code rank}'s workspace is marked poisoned on the device (white-box, for the fault tests). */
+    boolean poisoned(int rank) {
+        return OwnWorkspace.poisoned(views.get(rank));
+    }
+
     /** Copies rank {@code rank}'s workspace (its first {@code into.byteSize()} bytes) into {@code into}. */
     void copyWorkspace(int rank, MemorySegment into) {
         device.copyToHost(views.get(rank).workspaceAddress(rank), into);
@@ -158,22 +169,25 @@ public final class CudaLoopbackEngine implements LocalGroup {
         return new KernelCall(kernels, calls, views, stream, kernels.coResidentBlocks(), timeout, state);
     }
 
-    /** A call in which only {@code ranks} take part (the others never send): the fault tests' launch. */
-    KernelCall prepareRanks(List<ReduceCall> calls, int[] ranks) {
+    /** A call on {@code stream} in which only {@code ranks} take part (the others never send): the fault tests'. */
+    KernelCall prepareRanks(List<ReduceCall> calls, int[] ranks, CudaStream stream) {
         state.requireUsable();
-        binding.bind(ownStream);
+        binding.bind(stream);
         List<ReduceCall> launched = new ArrayList<>();
         List<PeerWorkspaces> launchedViews = new ArrayList<>();
         for (int r : ranks) {
             launched.add(calls.get(r));
             launchedViews.add(views.get(r));
         }
-        return new KernelCall(kernels, launched, launchedViews, ownStream, kernels.coResidentBlocks(), timeout, state);
+        return new KernelCall(kernels, launched, launchedViews, stream, kernels.coResidentBlocks(), timeout, state);
     }
 
+    /** As {@link #prepareRanks(List, int[], CudaStream)} on the group's own stream. */
+    KernelCall prepareRanks(List<ReduceCall> calls, int[] ranks) {
+        return prepareRanks(calls, ranks, ownStream);
+    }
 
-
-    /** Re-zeroes every workspace (epochs, flags and timeout records) and clears the poison. */
+    /** Re-zeroes every workspace (epochs, flags and timeout records) and clears the status word and the poison. */
     @Override
     public void reset() {
         state.requireOpen();

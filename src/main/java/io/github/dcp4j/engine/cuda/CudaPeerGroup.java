@@ -39,12 +39,13 @@ public final class CudaPeerGroup implements LocalGroup {
     /** One stream per distinct GPU, in order of first appearance. */
     private final Map<CudaDevice, CudaStream> streams = new IdentityHashMap<>();
     private final Duration timeout;
-    private final WorkspaceState state = new WorkspaceState("the CUDA peer group");
+    private final WorkspaceState state;
 
     private CudaPeerGroup(List<CudaDevice> devices, long workspaceBytes, Duration timeout) {
         this.devices = List.copyOf(devices);
         this.timeout = timeout;
         this.workspaces = PeerAccessWorkspaces.allocate(devices, workspaceBytes);
+        this.state = new WorkspaceState("the CUDA peer group", devices.getFirst());
         try {
             for (int r = 0; r < devices.size(); r++) {
                 CudaDevice d = devices.get(r);
@@ -146,7 +147,7 @@ public final class CudaPeerGroup implements LocalGroup {
             PeerTimeoutException failure = null;
             for (KernelCall k : launches) {
                 try {
-                    k.checkTimeouts();
+                    k.checkStatus();
                 } catch (PeerTimeoutException e) {
                     if (failure == null) {
                         failure = e;
@@ -170,8 +171,6 @@ public final class CudaPeerGroup implements LocalGroup {
             launches.forEach(KernelCall::close);
         }
     }
-
-
 
     @Override
     public void reset() {

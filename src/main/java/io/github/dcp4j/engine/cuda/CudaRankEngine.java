@@ -45,13 +45,18 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
         this.timeout = timeout;
         this.kernels = new Kernels(view.device());
         this.blockBudget = Math.max(1, kernels.coResidentBlocks() / ranksSharingGpu);
+        CudaStream stream = null;
         try {
-            this.ownStream = new CudaStream(view.device());
+            stream = new CudaStream(view.device());
+            this.state = new WorkspaceState("rank " + view.rank() + "'s workspace", view.device());
         } catch (RuntimeException e) {
+            if (stream != null) {
+                stream.close();
+            }
             kernels.close();
             throw e;
         }
-        this.state = new WorkspaceState("rank " + view.rank() + "'s workspace");
+        this.ownStream = stream;
     }
 
     /**
@@ -171,8 +176,6 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
             c.readOutputs();
         }
     }
-
-
 
     /**
      * The collective reset after a failure: every rank waits until every rank's kernels have ended, re-zeroes its own

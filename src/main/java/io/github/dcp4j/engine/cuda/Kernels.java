@@ -2,59 +2,67 @@ package io.github.dcp4j.engine.cuda;
 
 import io.github.dcp4j.cuda.CudaDevice;
 import io.github.dcp4j.cuda.KernelModule;
+import io.github.dcp4j.layout.KernelAbi;
 import io.github.dcp4j.layout.Ll128;
 import io.github.dcp4j.op.DType;
 import io.github.dcp4j.op.LseMode;
 import jcuda.driver.CUfunction;
 
-import java.util.EnumMap;
+import java.util.HashMap;
 import java.util.Map;
 
-/** The op's kernels (one per dtype and LSE base) and the empty launch-floor kernel, loaded on one GPU. */
+/**
+ * The op's kernels (one per dtype, LSE base and launch capacity, KernelAbi.RANK_CAPACITIES) and the empty
+ * launch-floor kernels (one per capacity), loaded on one GPU.
+ */
 final class Kernels implements AutoCloseable {
-    /** The launch floor's kernel: empty, launched exactly as the op's. */
+    /** The launch floor's kernel: empty, launched exactly as the op's (with a capacity suffix). */
     static final String EMPTY_KERNEL = "dcp4j_empty";
 
     private final CudaDevice device;
     private final KernelModule module;
-    private final Map<DType, Map<LseMode, CUfunction>> kernels = new EnumMap<>(DType.class);
-    private final CUfunction empty;
+    private final Map<String, CUfunction> kernels = new HashMap<>();
     private final int coResidentBlocks;
 
     Kernels(CudaDevice device) {
         this.device = device;
         this.module = KernelModule.load(device);
-        for (DType dtype : new DType[] {DType.FP16, DType.BF16}) {
-            Map<LseMode, CUfunction> byMode = new EnumMap<>(LseMode.class);
-            for (LseMode mode : LseMode.values()) {
-                byMode.put(mode, module.function(kernelName(dtype, mode)));
-            }
-            kernels.put(dtype, byMode);
-        }
-        this.empty = module.function(EMPTY_KERNEL);
         int fewest = Integer.MAX_VALUE;
-        for (Map<LseMode, CUfunction> byMode : kernels.values()) {
-            for (CUfunction kernel : byMode.values()) {
-                fewest = Math.min(fewest, module.coResidentBlocks(kernel, Ll128.BLOCK_THREADS));
+        for (int capacity : KernelAbi.RANK_CAPACITIES) {
+            for (DType dtype : new DType[] {DType.FP16, DType.BF16}) {
+                for (LseMode mode : LseMode.values()) {
+                    String name = kernelName(dtype, mode, capacity);
+                    CUfunction f = module.function(name);
+                    kernels.put(name, f);
+                    fewest = Math.min(fewest, module.coResidentBlocks(f, Ll128.BLOCK_THREADS));
+                }
             }
+            String empty = EMPTY_KERNEL + suffix(capacity);
+            kernels.put(empty, module.function(empty));
         }
         this.coResidentBlocks = fewest;
     }
 
-    static String kernelName(DType dtype, LseMode mode) {
-        return "dcp4j_ll128_" + dtype.name().toLowerCase() + "_" + mode.spelling();
+    static String kernelName(DType dtype, LseMode mode, int capacity) {
+        return "dcp4j_ll128_" + dtype.name().toLowerCase() + "_" + mode.spelling() + suffix(capacity);
+    }
+
+    private static String suffix(int capacity) {
+        return "_r" + capacity;
     }
 
     CudaDevice device() {
         return device;
     }
 
-    CUfunction kernel(DType dtype, LseMode mode) {
-        return kernels.get(dtype).get(mode);
+    /** The op's kernel for launches of up to {@code capacity} ranks. */
+    CUfunction kernel(DType dtype, LseMode mode, int capacity) {
+        return kernels.get(kernelName(dtype, mode, capacity));
     }
 
-    CUfunction empty() {
-        return empty;
+    /** The empty kernel with the same parameter as {@link #kernel}'s of that capacity. */
+    CUfunction empty(int capacity) {
+        return kernels.get(EMPTY_KERNEL + suffix(capacity));
     }
 
     /**

@@ -12,17 +12,15 @@ import java.time.Duration;
 
 /** The host's reads and writes of a rank's own workspace (through its view): metadata words, and the reset. */
 final class OwnWorkspace {
-    /** Metadata bytes the host reads back: epoch, finished count and the timeout record. */
-    static final int METADATA_BYTES = Ll128.TIMEOUT_LINE_OFFSET + Integer.BYTES;
     private static final ValueLayout.OfInt LE_INT = ValueLayout.JAVA_INT.withOrder(ByteOrder.LITTLE_ENDIAN);
 
     private OwnWorkspace() {
     }
 
-    /** The first metadata words: epoch, finished, timeout kind, source, row, line. */
+    /** The metadata words: epoch, arrivals, timeout kind, source, row, line, epoch of the failed call. */
     static int[] metadata(PeerWorkspaces view) {
         try (Arena arena = Arena.ofConfined()) {
-            MemorySegment m = arena.allocate(METADATA_BYTES, Integer.BYTES);
+            MemorySegment m = arena.allocate(Ll128.METADATA_RECORD_BYTES, Integer.BYTES);
             view.device().copyToHost(view.workspaceAddress(view.rank()), m);
             return m.toArray(LE_INT);
         }
@@ -51,7 +49,13 @@ final class OwnWorkspace {
         }
         return new PeerTimeoutException(view.rank(), m[Ll128.TIMEOUT_SOURCE_OFFSET / Integer.BYTES],
                 m[Ll128.TIMEOUT_ROW_OFFSET / Integer.BYTES], m[Ll128.TIMEOUT_LINE_OFFSET / Integer.BYTES],
-                kind == Ll128.TIMEOUT_LSE_LINE, timeout, m[Ll128.EPOCH_OFFSET / Integer.BYTES] - 1);
+                kind == Ll128.TIMEOUT_LSE_LINE, timeout, m[Ll128.TIMEOUT_EPOCH_OFFSET / Integer.BYTES]);
+    }
+
+    /** Whether the workspace is marked poisoned (a wait of this rank gave up since its last re-zeroing). */
+    static boolean poisoned(PeerWorkspaces view) {
+        return (Integer.toUnsignedLong(metadata(view)[Ll128.ARRIVALS_OFFSET / Integer.BYTES]) & Ll128.POISONED_BIT)
+                != 0;
     }
 
     /** Re-zeroes the whole workspace (epoch, flags, timeout record), synchronously; no call may be in flight. */

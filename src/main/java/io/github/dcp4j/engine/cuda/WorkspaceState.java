@@ -1,27 +1,45 @@
 package io.github.dcp4j.engine.cuda;
 
+import io.github.dcp4j.cuda.CudaDevice;
+import io.github.dcp4j.cuda.MappedHostBuffer;
 import io.github.dcp4j.engine.PeerTimeoutException;
+import io.github.dcp4j.layout.Ll128;
+
+import java.lang.foreign.ValueLayout;
+import java.lang.invoke.VarHandle;
 
 /**
- * Whether a group's workspaces may take a call: not once closed, and not after a timeout until a reset (a timed-out
- * call leaves lines and counters of a call that never completed). Shared by an engine and the calls it prepared.
+ * Whether a group's workspaces may take a call: not once closed, and not after a failed call until a reset (a timed
+ * out call leaves lines and counters of a call that never completed). Shared by an engine and the calls it prepared.
+ *
+ * <p>It holds the engine's status word: one u32 of mapped host memory that every launch of the engine's calls
+ * writes {@link Ll128#STATUS_FAILED} into when a wait gives up or a call finds its workspace poisoned. Checking a
+ * call, eager or replayed in a graph, is one read of host memory, with no copy; the ranks' records are read only
+ * when it is set.
  */
 final class WorkspaceState {
-    private final String what;
-    private volatile boolean closed;
-    private volatile PeerTimeoutException poison;
+    private static final VarHandle STATUS = ValueLayout.JAVA_INT.varHandle();
 
-    /** @param what names the workspaces in messages ("the CUDA workspace group") */
-    WorkspaceState(String what) {
+    private final String what;
+    private final MappedHostBuffer status;
+    private volatile boolean closed;
+    private volatile RuntimeException poison;
+
+    /**
+     * @param what   names the workspaces in messages ("the CUDA workspace group")
+     * @param device the GPU whose context allocates the status word (every GPU of the process can write it)
+     */
+    WorkspaceState(String what, CudaDevice device) {
         this.what = what;
+        this.status = MappedHostBuffer.allocate(device, Integer.BYTES);
     }
 
-    /** Throws if no call may run now: closed, or poisoned by an earlier timeout. */
+    /** Throws if no call may run now: closed, or poisoned by an earlier failure. */
     void requireUsable() {
         requireOpen();
-        PeerTimeoutException p = poison;
+        RuntimeException p = poison;
         if (p != null) {
-            throw new IllegalStateException(what + " is poisoned by an earlier timeout (" + p.getMessage()
+            throw new IllegalStateException(what + " is poisoned by an earlier failure (" + p.getMessage()
                     + "); call reset() (on every rank)", p);
         }
     }
@@ -32,20 +50,33 @@ final class WorkspaceState {
         }
     }
 
+    /** The status word's device address, for the launch arguments. */
+    long statusAddress() {
+        return status.deviceAddress();
+    }
+
+    /** Whether a launch reported a failure since the last reset (read after the launches have finished). */
+    boolean statusFailed() {
+        return (int) STATUS.getAcquire(status.memory(), 0L) != 0;
+    }
+
     void poison(PeerTimeoutException failure) {
         poison = failure;
     }
 
+    /** After the workspaces were re-zeroed: the status word and the poison are cleared. */
     void clearPoison() {
+        STATUS.setRelease(status.memory(), 0L, 0);
         poison = null;
     }
 
-    /** Marks the workspaces closed; returns false if they were already. */
+    /** Marks the workspaces closed and frees the status word; returns false if they were already. */
     boolean close() {
         if (closed) {
             return false;
         }
         closed = true;
+        status.close();
         return true;
     }
 }

@@ -1,0 +1,101 @@
+package io.github.dcp4j.engine.cuda;
+
+import io.github.dcp4j.layout.Ll128;
+
+/**
+ * How one rank's part of a launch is laid out: blocks (block b owns rows b, b + B, b + 2B, ...), the rows of one
+ * receive tile (a block's receivers finish a tile together) and the send window (how many tiles a block's senders may
+ * run ahead of its receivers; 0: no bound). Every rank of a group derives the same plan from the same rows and block
+ * budget.
+ *
+ * @param blocksPerRank blocks of each rank
+ * @param tileRows      rows in one receive tile, 1..{@link Ll128#MAX_TILE_ROWS}
+ * @param sendWindow    tiles the senders may be ahead
+ * @param reloadLines   receivers load a batch's lines again once they have seen all its flags: on by default, since
+ *                      the GPU tests saw torn lines without it (docs/PROTOCOL.md)
+ */
+record GridPlan(int blocksPerRank, int tileRows, int sendWindow, boolean reloadLines) {
+
+    /**
+     * Whether the senders' input copies are marked first to leave L2: where a launch's inputs are larger than L2
+     * they are read once and would push out the lines receivers are about to read; smaller ones stay for the next
+     * call (L2-hot layer loops). {@code tuning} may force it (stream=0|1).
+     */
+    static boolean streamInputs(long launchInputBytes, long l2Bytes, Tuning tuning) {
+        return tuning.streamInputs() < 0 ? launchInputBytes > l2Bytes : tuning.streamInputs() == 1;
+    }
+
+    /**
+     * The default send window. Lines written more than this far ahead of their reader would leave L2 before they are
+     * read at large batches (docs/PERFORMANCE.md).
+     */
+    static final int DEFAULT_SEND_WINDOW = 2;
+
+    /**
+     * Overrides for kernel experiments (docs/CUDA.md), from
+     * {@code -Ddcp4j.gridPlan=window=W,tileRows=T,maxBlocks=B,reload=0|1,stream=0|1} (stream: -1, the default,
+     * decides by size).
+     */
+    record Tuning(int sendWindow, int maxTileRows, int maxBlocks, boolean reloadLines, int streamInputs) {
+        static final Tuning DEFAULT = new Tuning(DEFAULT_SEND_WINDOW, Ll128.MAX_TILE_ROWS, Integer.MAX_VALUE, true,
+                -1);
+        static final String PROPERTY = "dcp4j.gridPlan";
+
+        /** The tuning the property names, or the default; a malformed value is refused with what it got. */
+        static Tuning fromSystemProperty() {
+            String spec = System.getProperty(PROPERTY);
+            return spec == null || spec.isBlank() ? DEFAULT : parse(spec);
+        }
+
+        static Tuning parse(String spec) {
+            int window = DEFAULT.sendWindow;
+            int tileRows = DEFAULT.maxTileRows;
+            int blocks = DEFAULT.maxBlocks;
+            boolean reload = DEFAULT.reloadLines;
+            int stream = DEFAULT.streamInputs;
+            for (String part : spec.split(",")) {
+                String[] kv = part.split("=", 2);
+                int value;
+                try {
+                    value = kv.length == 2 ? Integer.parseInt(kv[1].trim()) : -1;
+                } catch (NumberFormatException e) {
+                    value = -1;
+                }
+                String key = kv[0].trim();
+                switch (key) {
+                    case "window" -> window = require(key, value, 0, Integer.MAX_VALUE, spec);
+                    case "tileRows" -> tileRows = require(key, value, 1, Ll128.MAX_TILE_ROWS, spec);
+                    case "maxBlocks" -> blocks = require(key, value, 1, Integer.MAX_VALUE, spec);
+                    case "reload" -> reload = require(key, value, 0, 1, spec) == 1;
+                    case "stream" -> stream = require(key, value, 0, 1, spec);
+                    default -> throw new IllegalArgumentException(PROPERTY + " takes window=N, tileRows=N,"
+                            + " maxBlocks=N, reload=0|1 and stream=0|1, comma-separated; got '" + spec + "'");
+                }
+            }
+            return new Tuning(window, tileRows, blocks, reload, stream);
+        }
+
+        private static int require(String key, int value, int least, int most, String spec) {
+            if (value < least || value > most) {
+                throw new IllegalArgumentException(PROPERTY + ": " + key + " must be an integer in [" + least + ", "
+                        + most + "]; got '" + spec + "'");
+            }
+            return value;
+        }
+    }
+
+    /**
+     * The plan for {@code rows} rows within {@code budget} blocks per rank: a block per row while they fit (each
+     * row's groups are received in parallel and each block's few sends are spread over its send warps), else tiles of
+     * up to {@code tuning.maxTileRows()} rows over at most {@code budget} blocks.
+     */
+    static GridPlan of(int rows, int budget, Tuning tuning) {
+        int blocks = Math.max(1, Math.min(budget, tuning.maxBlocks()));
+        if (rows <= blocks) {
+            return new GridPlan(Math.max(1, rows), 1, tuning.sendWindow(), tuning.reloadLines());
+        }
+        int tileRows = Math.min(tuning.maxTileRows(), Math.ceilDiv(rows, blocks));
+        return new GridPlan(Math.min(blocks, Math.ceilDiv(rows, tileRows)), tileRows, tuning.sendWindow(),
+                tuning.reloadLines());
+    }
+}
