@@ -3,11 +3,12 @@
 //
 // The memory-model assumption the line primitives serve: a warp-coalesced store in which 8 consecutive lanes each
 // write 16 bytes of one 128-byte-aligned line becomes visible to another SM (and, over NVLink, to another GPU) as a
-// whole line, and a warp-coalesced load of such a line by 8 lanes reads one image of it: a reader that sees the
-// line's flag word also sees its 15 data words. The PTX memory model does not promise this; NCCL's LL128 protocol
-// relies on the store half within one GPU and over NVLink, and enables LL128 only there. It does NOT hold over PCIe
-// peer-to-peer, where a line may arrive in pieces: LL128 peers must share one NVLink domain. docs/PROTOCOL.md says
-// what was measured within one GPU and what is assumed over NVLink.
+// whole line: once a reader has seen the line's flag word, every later read of the line sees the 15 data words
+// written with it. The PTX memory model does not promise this; NCCL's LL128 protocol relies on it within one GPU and
+// over NVLink, and enables LL128 only there. It does NOT hold over PCIe peer-to-peer, where a line may arrive in
+// pieces: LL128 peers must share one NVLink domain. A single read of a line being written is NOT assumed to see one
+// image of it (the GPU tests saw it torn): the receiver reads a line's data again after it has seen the flag.
+// docs/PROTOCOL.md says what was measured within one GPU and what is assumed over NVLink.
 //
 // No fences are used: readiness travels with the data. `volatile` accesses go to the memory system every time (no
 // caching in registers or L1), which is what polling needs.
@@ -22,12 +23,6 @@ namespace ptx {
 // flag lands in the same warp-wide store as the data it guards (the atomic-line assumption above).
 __device__ __forceinline__ void st_volatile_line_part(void* addr, uint64_t lo, uint64_t hi) {
     asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(addr), "l"(lo), "l"(hi) : "memory");
-}
-
-// 16-byte volatile load of one lane's part of a data line. A line is ready when part 7's hi equals the call's flag;
-// the other parts' words, loaded by the same warp-wide load, belong to the same line image (atomic-line assumption).
-__device__ __forceinline__ void ld_volatile_line_part(const void* addr, uint64_t& lo, uint64_t& hi) {
-    asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(lo), "=l"(hi) : "l"(addr) : "memory");
 }
 
 // The LSE line {lse bits, flag, 0, flag}: one 16-byte store. NCCL's LL protocol needs only 8-byte atomicity for it
@@ -57,13 +52,6 @@ __device__ __forceinline__ void st_volatile_clear_flag(void* flag_addr) {
 // Zeroes a consumed LSE line (all 16 bytes).
 __device__ __forceinline__ void st_volatile_clear_lse_line(void* addr) {
     asm volatile("st.volatile.global.v4.u32 [%1], {%0, %0, %0, %0};" ::"r"(0u), "l"(addr) : "memory");
-}
-
-// Read-only 8-byte load of an input word (the inputs do not change during a call).
-__device__ __forceinline__ uint64_t ld_input_word(const void* addr) {
-    uint64_t v;
-    asm volatile("ld.global.nc.u64 %0, [%1];" : "=l"(v) : "l"(addr));
-    return v;
 }
 
 // Asynchronous copies of inputs into shared memory (cp.async): 16 bytes through L2 only, or 8 / 4 bytes through L1
