@@ -265,6 +265,20 @@ struct Receiver {
         record_timeout(b.ws, b.a.status, kind, source, row, line, (uint32_t)b.sh.ticket);
     }
 
+    // Starts fetching this lane's part of the lines of batch sources k in `sources` (a bit mask): each line whole by
+    // its 8 lanes' copies of one warp request. A rolled loop: its addresses are computed when needed, not held in
+    // registers all along.
+    __device__ void fetch_lines(uint64_t* batch, const unsigned char* first_line, long long stride,
+                                unsigned sources) const {
+#pragma unroll 1
+        for (int k = 0; k < kSourceBatch; ++k) {
+            if (sources & (1u << k)) {
+                ptx::cp_async_16(batch + (k * kWarpSize + b.lane) * 2, first_line + k * stride);
+            }
+        }
+        ptx::cp_async_commit();
+    }
+
     // Waits until the row's group-0 warp has published its weights. Returns false if the deadline passes first
     // (that warp records why).
     __device__ bool await_weights(int slot, int pos) const {
@@ -383,16 +397,9 @@ struct Receiver {
                     }
                     return false;
                 }
-                // Only the lines still missing are fetched again, each whole by its 8 lanes in one warp request
-                // (a loop kept rolled: its addresses are computed when needed, not held in registers all along).
+                // Only the lines still missing are fetched again.
                 __syncwarp();
-#pragma unroll 1
-                for (int k = 0; k < kSourceBatch; ++k) {
-                    if (pending & (1u << k)) {
-                        ptx::cp_async_16(batch + (k * kWarpSize + b.lane) * 2, line0 + (s0 + k) * stride);
-                    }
-                }
-                ptx::cp_async_commit();
+                fetch_lines(batch, line0 + s0 * stride, stride, pending);
                 if (lse_waiting) {
                     const uint4 v = ptx::ld_volatile_lse_line(lse_addr);
                     lse_ready = v.y == f.lse && v.w == f.lse;
@@ -403,13 +410,7 @@ struct Receiver {
                 // Every flag of the batch is there: load the lines once more, so that the words merged were read
                 // after their flag was seen (the receiver then relies on stores landing whole, not loads).
                 __syncwarp();
-#pragma unroll 1
-                for (int k = 0; k < kSourceBatch; ++k) {
-                    if (remote & (1u << k)) {
-                        ptx::cp_async_16(batch + (k * kWarpSize + b.lane) * 2, line0 + (s0 + k) * stride);
-                    }
-                }
-                ptx::cp_async_commit();
+                fetch_lines(batch, line0 + s0 * stride, stride, remote);
                 ptx::cp_async_wait<0>();
                 __syncwarp();
             }
