@@ -1,10 +1,10 @@
 package io.github.dcp4j;
 
 import io.github.dcp4j.engine.RankWorkspace;
-import io.github.dcp4j.layout.WorkspaceLayout;
 import io.github.dcp4j.op.DType;
 import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.ReduceCall;
+import io.github.dcp4j.op.Tensor;
 import io.github.dcp4j.op.TensorView;
 import io.github.dcp4j.op.WorkspaceSpec;
 
@@ -17,7 +17,8 @@ import java.util.Objects;
  * each rank holds {@code out [rows, D]}, the LSE-weighted merge of the cp slices addressed to it.
  *
  * <p>Collective: every rank of the group makes the same calls in the same order, each on its own workspace. Every
- * argument is checked before anything is sent; a rejected call writes nothing.
+ * argument is checked before anything is sent; a rejected call writes nothing. Tensors are host views
+ * ({@link TensorView}) or, on a CUDA engine, device memory ({@link io.github.dcp4j.op.DeviceTensor}, no copy).
  */
 public final class DcpLseReduce {
     private DcpLseReduce() {
@@ -31,14 +32,14 @@ public final class DcpLseReduce {
         return new WorkspaceSpec(maxTokens, localHeads, cpSize, headDim, dtype).bytes();
     }
 
-    /** Rank {@code cpRank}'s part of one call, into a fresh output {@code [rows, D]}; base-2 LSEs. */
-    public static TensorView reduce(TensorView partialO, TensorView partialLse, RankWorkspace workspace, int cpRank,
+    /** Rank {@code cpRank}'s part of one call, into a fresh host output {@code [rows, D]}; base-2 LSEs. */
+    public static TensorView reduce(Tensor partialO, Tensor partialLse, RankWorkspace workspace, int cpRank,
                                     int cpSize) {
         return reduce(partialO, partialLse, workspace, cpRank, cpSize, LseMode.BASE2);
     }
 
-    /** Rank {@code cpRank}'s part of one call, into a fresh output {@code [rows, D]}. */
-    public static TensorView reduce(TensorView partialO, TensorView partialLse, RankWorkspace workspace, int cpRank,
+    /** Rank {@code cpRank}'s part of one call, into a fresh host output {@code [rows, D]}. */
+    public static TensorView reduce(Tensor partialO, Tensor partialLse, RankWorkspace workspace, int cpRank,
                                     int cpSize, LseMode mode) {
         Objects.requireNonNull(partialO, "partial_o");
         TensorView out = TensorView.allocate(Arena.ofAuto(), partialO.dtype(), ReduceCall.outputShape(partialO));
@@ -47,40 +48,16 @@ public final class DcpLseReduce {
     }
 
     /** Rank {@code cpRank}'s part of one call, into {@code out} ({@code [rows, D]}, contiguous, partial_o's dtype). */
-    public static void reduce(TensorView partialO, TensorView partialLse, RankWorkspace workspace, int cpRank,
-                              int cpSize, LseMode mode, TensorView out) {
+    public static void reduce(Tensor partialO, Tensor partialLse, RankWorkspace workspace, int cpRank, int cpSize,
+                              LseMode mode, Tensor out) {
         Objects.requireNonNull(workspace, "workspace");
         workspace.reduce(partialO, partialLse, out, cpRank, cpSize, mode);
     }
 
     /** Every check of one rank's call, including those against its workspace; nothing is read or written. */
-    public static ReduceCall validate(TensorView partialO, TensorView partialLse, TensorView out,
-                                      RankWorkspace workspace, int cpRank, int cpSize, LseMode mode) {
+    public static ReduceCall validate(Tensor partialO, Tensor partialLse, Tensor out, RankWorkspace workspace,
+                                      int cpRank, int cpSize, LseMode mode) {
         Objects.requireNonNull(workspace, "workspace");
-        return validate(partialO, partialLse, out, workspace.cpSize(), workspace.rank(), workspace.byteSize(), cpRank,
-                cpSize, mode);
-    }
-
-    /**
-     * Every check of one rank's call against a workspace of {@code workspaceBytes} that belongs to rank
-     * {@code workspaceRank} of a group of {@code workspaceCpSize}; nothing is read or written.
-     */
-    public static ReduceCall validate(TensorView partialO, TensorView partialLse, TensorView out, int workspaceCpSize,
-                                      int workspaceRank, long workspaceBytes, int cpRank, int cpSize, LseMode mode) {
-        ReduceCall call = ReduceCall.validate(partialO, partialLse, out, cpRank, cpSize, mode);
-        if (workspaceCpSize != cpSize) {
-            throw new IllegalArgumentException("cp_size must match the workspace group's size " + workspaceCpSize
-                    + "; got " + cpSize);
-        }
-        if (workspaceRank != cpRank) {
-            throw new IllegalArgumentException("cp_rank must be the workspace's rank " + workspaceRank + "; got "
-                    + cpRank);
-        }
-        WorkspaceLayout layout = WorkspaceLayout.forWorkspace(workspaceBytes, cpSize, call.row());
-        if (call.rows() > layout.maxRows()) {
-            throw new IllegalArgumentException("partial_o has " + call.rows() + " rows; the workspace holds at most "
-                    + layout.maxRows() + " (max_tokens x local_heads it was sized for)");
-        }
-        return call;
+        return ReduceCall.validate(partialO, partialLse, out, cpRank, cpSize, mode, workspace.shape());
     }
 }

@@ -9,7 +9,6 @@ import io.github.dcp4j.cuda.DeviceBuffer;
 import io.github.dcp4j.engine.cuda.KernelCall;
 import io.github.dcp4j.layout.RowLayout;
 import io.github.dcp4j.op.DType;
-import jcuda.driver.JCudaDriver;
 
 import java.io.PrintWriter;
 import java.lang.foreign.Arena;
@@ -60,8 +59,19 @@ public final class Benchmark implements AutoCloseable {
         }
     }
 
-    /** One measured case. */
-    public record Case(Mode mode, int batch, int heads, int headDim, int cp, boolean strided, boolean flushL2) {
+    /**
+     * One measured case.
+     *
+     * @param strided      partial_o as strided views of attention outputs (else packed copies)
+     * @param deviceInputs inputs and outputs as device tensors, used in place (else host views, copied once per
+     *                     prepared call: the times are the same launches either way, this shows it)
+     */
+    public record Case(Mode mode, int batch, int heads, int headDim, int cp, boolean strided, boolean flushL2,
+                       boolean deviceInputs) {
+        /** The input column: strided or packed, with "-dev" for device tensors. */
+        public String inputName() {
+            return (strided ? "strided" : "packed") + (deviceInputs ? "-dev" : "");
+        }
     }
 
     /** A case's result: µs per call, its floors and ratios, the error against fp64 and the host cost of a launch. */
@@ -148,7 +158,8 @@ public final class Benchmark implements AutoCloseable {
             double us = measure(c, lanes, i -> calls.get(i).launch(), key);
             double floor = graphMicros(lanes, i -> calls.get(i).launchEmpty(), callsPerGraph(c));
             double err = p.checkOutputs();
-            double[] host = c.mode() == Mode.EAGER && calls.size() == 1 ? hostCost(calls.getFirst())
+            double[] host = c.mode() == Mode.EAGER && calls.size() == 1
+                    ? hostCost(calls.getFirst(), p.eagerCall().orElse(calls.getFirst()::launch))
                     : new double[] {Double.NaN, Double.NaN};
             return new Result(c, us,
                     deployment.maxOverProcesses(key + "-floor", floor), byteFloorMicros(c),
@@ -292,26 +303,26 @@ public final class Benchmark implements AutoCloseable {
     }
 
     /**
-     * Host cost of one eager launch from Java, µs: the op's launch and the bare empty launch through the
-     * same binding (time to queue a batch of launches, medians of samples). Only where this process makes one launch
-     * (loopback, or one rank per process whose peers run the same loop); with several launches per process a lone
-     * lane would wait for the others.
+     * Host cost of one eager call from Java, µs: {@code eager} (a prepared call's launch, or with device tensors the
+     * whole call: checks, pointer checks, arguments and launch) and the bare empty launch through the same binding
+     * (time to queue a batch of launches, medians of samples). Only where this process makes one launch (loopback,
+     * or one rank per process whose peers run the same loop); with several launches per process a lone lane would
+     * wait for the others.
      */
-    private double[] hostCost(KernelCall call) {
-        return call.device().call(() -> new double[] {hostMicros(call, call::launch),
-            hostMicros(call, call::launchEmpty)});
+    private double[] hostCost(KernelCall call, Runnable eager) {
+        return call.device().call(() -> new double[] {hostMicros(call, eager), hostMicros(call, call::launchEmpty)});
     }
 
     private double hostMicros(KernelCall call, Runnable launch) {
         int batch = 20;
         double[] us = new double[settings.samples()];
         for (int s = 0; s < us.length; s++) {
-            Cuda.check(JCudaDriver.cuStreamSynchronize(call.stream().handle()), "cuStreamSynchronize");
+            call.stream().synchronize();
             long t0 = System.nanoTime();
             repeat(launch, batch);
             us[s] = (System.nanoTime() - t0) / 1e3 / batch;
         }
-        Cuda.check(JCudaDriver.cuStreamSynchronize(call.stream().handle()), "cuStreamSynchronize");
+        call.stream().synchronize();
         Arrays.sort(us);
         return us[us.length / 2];
     }
@@ -326,7 +337,7 @@ public final class Benchmark implements AutoCloseable {
 
     static double bytesPerCall(Case c) {
         long rows = (long) c.batch() * c.heads();
-        RowLayout row = RowLayout.of(c.headDim(), DType.BF16);
+        RowLayout row = RowLayout.of(c.headDim(), DType.BF16.bytes());
         double inputs = rows * c.cp() * ((double) row.dataBytes() + Float.BYTES);
         double lines = 2.0 * rows * c.cp() * row.rowBytes();
         double outputs = (double) rows * row.dataBytes();

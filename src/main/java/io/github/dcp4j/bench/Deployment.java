@@ -59,12 +59,22 @@ public interface Deployment {
          */
         double checkOutputs();
 
+        /** The whole eager call as an embedder makes it, where it is more than the lane's launch (device tensors). */
+        default Optional<Runnable> eagerCall() {
+            return Optional.empty();
+        }
+
         @Override
         void close();
     }
 
     /** A {@link Prepared} from its parts: the lanes, the output check, and what closing releases. */
-    record Lanes(List<KernelCall> lanes, DoubleSupplier check, Runnable release) implements Prepared {
+    record Lanes(List<KernelCall> lanes, DoubleSupplier check, Runnable release, Optional<Runnable> eagerCall)
+            implements Prepared {
+        public Lanes(List<KernelCall> lanes, DoubleSupplier check, Runnable release) {
+            this(lanes, check, release, Optional.empty());
+        }
+
         @Override
         public double checkOutputs() {
             return check.getAsDouble();

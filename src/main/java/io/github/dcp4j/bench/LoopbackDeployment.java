@@ -1,5 +1,11 @@
 package io.github.dcp4j.bench;
 
+import java.util.Optional;
+import java.util.ArrayList;
+import io.github.dcp4j.op.TensorView;
+import io.github.dcp4j.op.Tensor;
+import io.github.dcp4j.op.DeviceTensor;
+import io.github.dcp4j.cuda.DeviceBuffer;
 import io.github.dcp4j.cuda.CudaDevice;
 import io.github.dcp4j.cuda.CudaStream;
 import io.github.dcp4j.engine.cuda.CudaLoopbackEngine;
@@ -45,23 +51,49 @@ public final class LoopbackDeployment implements Deployment {
     public Prepared prepare(Benchmark.Case c, Arena arena) {
         BenchInputs in = BenchInputs.all(c, arena);
         WorkspaceSpec spec = BenchInputs.spec(c);
+        List<DeviceBuffer> buffers = new ArrayList<>();
         CudaLoopbackEngine engine = CudaLoopbackEngine.open(device, spec, timeout);
+        CudaStream stream = new CudaStream(device);
         try {
-            KernelCall call = engine.prepare(in.partialO(), in.partialLse(), in.out(), BenchInputs.MODE,
-                    new CudaStream(device));
+            List<? extends Tensor> o = c.deviceInputs() ? toDevice(in.partialO(), buffers) : in.partialO();
+            List<? extends Tensor> lse = c.deviceInputs() ? toDevice(in.partialLse(), buffers) : in.partialLse();
+            List<? extends Tensor> out = c.deviceInputs() ? toDevice(in.out(), buffers) : in.out();
+            KernelCall call = engine.prepare(o, lse, out, BenchInputs.MODE, stream);
+            Optional<Runnable> eager = c.deviceInputs()
+                    ? Optional.of(() -> engine.enqueue(o, lse, out, BenchInputs.MODE, stream)) : Optional.empty();
             return new Lanes(List.of(call), () -> {
                 call.checkStatus();
                 call.readOutputs();
+                if (c.deviceInputs()) {
+                    for (int r = 0; r < c.cp(); r++) {
+                        buffers.get(2 * c.cp() + r).copyTo(0, in.out().get(r).memory());
+                    }
+                }
                 return in.maxRelativeError(allRanks(c.cp()));
             }, () -> {
                 call.close();
-                call.stream().close();
+                stream.close();
                 engine.close();
-            });
+                buffers.forEach(DeviceBuffer::close);
+            }, eager);
         } catch (RuntimeException e) {
+            stream.close();
             engine.close();
+            buffers.forEach(DeviceBuffer::close);
             throw e;
         }
+    }
+
+    /** Each view's whole memory copied to the device and viewed there as it lies (strides and offset kept). */
+    private List<DeviceTensor> toDevice(List<TensorView> views, List<DeviceBuffer> buffers) {
+        List<DeviceTensor> d = new ArrayList<>();
+        for (TensorView v : views) {
+            DeviceBuffer b = DeviceBuffer.allocate(device, v.memory().byteSize());
+            buffers.add(b);
+            b.copyFrom(v.memory(), 0);
+            d.add(new DeviceTensor(b.address(), device.ordinal(), v.dtype(), v.shape(), v.strides(), v.offset()));
+        }
+        return d;
     }
 
     static int[] allRanks(int cp) {

@@ -62,6 +62,12 @@ final class BenchCommand implements Callable<Integer> {
             description = "hot, flushed or both (default); flushed cases are left out where processes share a GPU.")
     List<String> l2;
 
+    @Option(names = "--inputs", split = ",", defaultValue = "host",
+            description = "Where the inputs and outputs live: host (views copied to the GPU once per prepared call)"
+                    + " and/or device (device tensors used in place; eager rows then time the whole call). Device"
+                    + " inputs are measured in loopback. Default ${DEFAULT-VALUE}.")
+    List<String> inputs;
+
     @Option(names = "--samples", defaultValue = "30", description = "Samples per case, default ${DEFAULT-VALUE}.")
     int samples;
 
@@ -96,6 +102,10 @@ final class BenchCommand implements Callable<Integer> {
         }
         Map<Integer, Double> peer = peerCsv == null ? Map.of() : readPeer(peerCsv);
         List<Benchmark.Case> wanted = cases();
+        if (!ranks.equals("loopback") && wanted.stream().anyMatch(Benchmark.Case::deviceInputs)) {
+            throw new IllegalArgumentException("--inputs device is measured with --ranks loopback; got --ranks "
+                    + ranks);
+        }
         try (Ranks where = Ranks.open(ranks, cp, timeout, err);
              Benchmark bench = new Benchmark(where.deployment(), new Benchmark.Settings(samples, 10, calls, calls),
                      err)) {
@@ -113,7 +123,8 @@ final class BenchCommand implements Callable<Integer> {
             table.printf("# dcp4j bench, %s, %s, bf16, cp %d, ranks: %s (%s), copy bandwidth %.0f GB/s (read + write),"
                     + " µs per call: max over ranks of each rank's median%n", when, device, cp,
                     where.deployment().name(), where.deployment().describe(), bench.copyBytesPerSecond() / 1e9);
-            table.printf("%-8s %5s %5s %5s %-7s %-7s %9s %8s %7s %8s %7s %8s %7s %9s %9s%n", "mode", "batch", "heads",
+            table.printf("%-8s %5s %5s %5s %-11s %-7s %9s %8s %7s %8s %7s %8s %7s %11s %9s%n", "mode", "batch",
+                    "heads",
                     "hdim", "input", "L2", "us/call", "launch", "x", "bytes", "x", "peer", "x", "host", "rel.err");
             if (cases.size() < wanted.size()) {
                 table.println("# L2-flushed cases left out: " + unsound.orElseThrow());
@@ -121,9 +132,9 @@ final class BenchCommand implements Callable<Integer> {
             table.flush();
             List<Benchmark.Result> results = bench.runAll(cases, r -> {
                 Double p = r.c().mode() == Benchmark.Mode.LAYER && !r.c().flushL2() ? peer.get(r.c().batch()) : null;
-                table.printf("%-8s %5d %5d %5d %-7s %-7s %9.2f %8.2f %7.2f %8.2f %7.2f %8s %7s %9s %9.1e%n",
+                table.printf("%-8s %5d %5d %5d %-11s %-7s %9.2f %8.2f %7.2f %8.2f %7.2f %8s %7s %11s %9.1e%n",
                         r.c().mode().spelling(), r.c().batch(), r.c().heads(), r.c().headDim(),
-                        r.c().strided() ? "strided" : "packed", r.c().flushL2() ? "flushed" : "hot", r.usPerCall(),
+                        r.c().inputName(), r.c().flushL2() ? "flushed" : "hot", r.usPerCall(),
                         r.launchFloorUs(), r.launchRatio(), r.byteFloorUs(), r.byteRatio(),
                         p == null ? "-" : String.format("%.2f", p), p == null ? "-" : String.format("%.2f",
                                 r.usPerCall() / p),
@@ -162,7 +173,22 @@ final class BenchCommand implements Callable<Integer> {
                 default -> throw new IllegalArgumentException("--l2 must be hot and/or flushed; got '" + s + "'");
             }
         }
+        List<Boolean> onDevice = new ArrayList<>();
+        for (String s : inputs) {
+            switch (s) {
+                case "host" -> onDevice.add(false);
+                case "device" -> onDevice.add(true);
+                default -> throw new IllegalArgumentException("--inputs must be host and/or device; got '" + s + "'");
+            }
+        }
         List<Benchmark.Case> cases = new ArrayList<>();
+        for (boolean device : onDevice) {
+            casesOf(flushes, device, cases);
+        }
+        return cases;
+    }
+
+    private void casesOf(List<Boolean> flushes, boolean device, List<Benchmark.Case> cases) {
         for (String name : modes) {
             Benchmark.Mode mode = Benchmark.Mode.parse(name);
             for (boolean flush : flushes) {
@@ -171,16 +197,15 @@ final class BenchCommand implements Callable<Integer> {
                         if (b < 1) {
                             throw new IllegalArgumentException("--batches must all be >= 1; got " + b);
                         }
-                        cases.add(new Benchmark.Case(mode, b, LAYER_HEADS, LAYER_HEAD_DIM, cp, true, flush));
+                        cases.add(new Benchmark.Case(mode, b, LAYER_HEADS, LAYER_HEAD_DIM, cp, true, flush, device));
                     }
                 } else {
                     for (int[] s : REFERENCE_SHAPES) {
-                        cases.add(new Benchmark.Case(mode, s[0], s[1], s[2], cp, false, flush));
+                        cases.add(new Benchmark.Case(mode, s[0], s[1], s[2], cp, false, flush, device));
                     }
                 }
             }
         }
-        return cases;
     }
 
     private static Map<Integer, Double> readPeer(Path file) throws IOException {
@@ -207,7 +232,7 @@ final class BenchCommand implements Callable<Integer> {
         for (Benchmark.Result r : results) {
             Double p = peerFor(r, peer);
             lines.add(String.join(",", r.c().mode().spelling(), "" + r.c().batch(), "" + r.c().heads(),
-                    "" + r.c().headDim(), "" + r.c().cp(), r.c().strided() ? "strided" : "packed",
+                    "" + r.c().headDim(), "" + r.c().cp(), r.c().inputName(),
                     r.c().flushL2() ? "flushed" : "hot", "" + r.usPerCall(), "" + r.launchFloorUs(),
                     "" + r.launchRatio(), "" + r.byteFloorUs(), "" + r.byteRatio(), p == null ? "" : "" + p,
                     p == null ? "" : "" + r.usPerCall() / p, "" + r.hostUsPerLaunch(), "" + r.hostUsPerEmptyLaunch(),
@@ -235,7 +260,7 @@ final class BenchCommand implements Callable<Integer> {
             n.put("heads", r.c().heads());
             n.put("head_dim", r.c().headDim());
             n.put("cp", r.c().cp());
-            n.put("input", r.c().strided() ? "strided" : "packed");
+            n.put("input", r.c().inputName());
             n.put("l2", r.c().flushL2() ? "flushed" : "hot");
             n.put("us_per_call", r.usPerCall());
             n.put("launch_floor_us", r.launchFloorUs());

@@ -1,5 +1,6 @@
 package io.github.dcp4j.cli;
 
+import io.github.dcp4j.engine.cuda.RankSetup;
 import io.github.dcp4j.cuda.CudaGraph;
 import io.github.dcp4j.engine.PeerTimeoutException;
 import io.github.dcp4j.engine.cpu.CpuEngine;
@@ -76,7 +77,7 @@ final class CheckCommand implements Callable<Integer> {
             throw new IllegalArgumentException("--repeat must be >= 1; got " + repeat);
         }
         String[] fault = parseInject();
-        try (RankSetup setup = RankSetup.fromEnvironment(timeout, err)) {
+        try (RankSetup setup = RankSetup.fromEnvironment(timeout, Log.to(err))) {
             rank = setup.rank();
             cp = setup.worldSize();
             if (fault != null) {

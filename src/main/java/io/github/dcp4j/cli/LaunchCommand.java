@@ -1,9 +1,9 @@
 package io.github.dcp4j.cli;
 
+import io.github.dcp4j.engine.cuda.RankSetup;
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.github.dcp4j.rendezvous.Rendezvous;
-import jcuda.driver.JCudaDriver;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
@@ -232,7 +232,7 @@ final class LaunchCommand implements Callable<Integer> {
     static String classPath() {
         Set<String> entries = new LinkedHashSet<>(List.of(System.getProperty("java.class.path")
                 .split(File.pathSeparator)));
-        for (Class<?> c : new Class<?>[] {Main.class, CommandLine.class, JCudaDriver.class, ObjectMapper.class,
+        for (Class<?> c : new Class<?>[] {Main.class, CommandLine.class, jcuda.Pointer.class, ObjectMapper.class,
             JsonFactory.class}) {
             var source = c.getProtectionDomain().getCodeSource();
             if (source != null) {

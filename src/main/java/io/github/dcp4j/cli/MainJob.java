@@ -1,5 +1,7 @@
 package io.github.dcp4j.cli;
 
+import io.github.dcp4j.engine.cuda.RankSetup;
+import io.github.dcp4j.Engines;
 import io.github.dcp4j.engine.LocalGroup;
 import io.github.dcp4j.op.DType;
 import io.github.dcp4j.op.LseMode;
@@ -60,8 +62,9 @@ final class MainJob {
         }
         err.printf("dcp4j main job: DeepSeek-V2 decode shape, cp %d, %d local heads, head_dim %d, %s, lse %s,"
                 + " strided input%n", CP, LOCAL_HEADS, HEAD_DIM, DTYPE.name().toLowerCase(), MODE);
-        Engines choice = Engines.auto;
-        err.printf("engine: %s (%s)%n", choice.resolve(), choice.reason());
+        Engines.Choice choice = Engines.Choice.AUTO;
+        Engines.Resolved resolved = Engines.resolve(choice);
+        err.printf("engine: %s (%s)%n", resolved.engine().spelling(), resolved.reason());
         out.printf("%-7s %6s %13s %14s %7s%n", "engine", "batch", "max rel err", "us/call (med)", "calls");
         boolean allPass = true;
         for (int batch : batches) {
@@ -82,11 +85,11 @@ final class MainJob {
     private record Row(String engine, double maxRelativeError, double medianMicros, int calls) {
     }
 
-    private Row runBatch(Engines choice, int batch, PrintWriter err) {
+    private Row runBatch(Engines.Choice choice, int batch, PrintWriter err) {
         err.printf("batch %d: generating inputs%n", batch);
         err.flush();
         WorkspaceSpec spec = new WorkspaceSpec(batch, LOCAL_HEADS, CP, HEAD_DIM, DTYPE);
-        try (Arena arena = Arena.ofShared(); LocalGroup engine = choice.open(spec, TIMEOUT)) {
+        try (Arena arena = Arena.ofShared(); LocalGroup engine = Engines.openGroup(choice, spec, TIMEOUT)) {
             SplittableRandom random = new SplittableRandom(2026L * 1_000_003 + batch);
             List<TensorView> partialO = new ArrayList<>();
             List<TensorView> partialLse = new ArrayList<>();
@@ -137,7 +140,7 @@ final class MainJob {
      * figure); rank 0 prints the maximum over ranks of the errors and of the medians.
      */
     private int runAsRank(PrintWriter out, PrintWriter err) {
-        try (RankSetup setup = RankSetup.fromEnvironment(TIMEOUT, err)) {
+        try (RankSetup setup = RankSetup.fromEnvironment(TIMEOUT, Log.to(err))) {
             int cp = setup.worldSize();
             int rank = setup.rank();
             boolean reports = rank == 0;

@@ -1,5 +1,6 @@
 package io.github.dcp4j.cli;
 
+import io.github.dcp4j.engine.cuda.RankSetup;
 import io.github.dcp4j.bench.Deployment;
 import io.github.dcp4j.bench.LoopbackDeployment;
 import io.github.dcp4j.bench.ProcessDeployment;
@@ -50,7 +51,7 @@ final class Ranks implements AutoCloseable {
                     throw new IllegalArgumentException("--ranks processes runs one rank per process: start it with"
                             + " `dcp4j launch --nproc " + cp + " -- bench --ranks processes`");
                 }
-                RankSetup setup = RankSetup.fromEnvironment(timeout, err);
+                RankSetup setup = RankSetup.fromEnvironment(timeout, Log.to(err));
                 return new Ranks(new ProcessDeployment(setup.rendezvous(), setup.device(), setup.ranksSharingGpu(),
                         timeout), List.of(), setup);
             }

@@ -1,5 +1,6 @@
 package io.github.dcp4j.cli;
 
+import io.github.dcp4j.Engines;
 import io.github.dcp4j.engine.LocalGroup;
 import io.github.dcp4j.io.SafeTensors;
 import io.github.dcp4j.io.SafeTensorsException;
@@ -43,9 +44,9 @@ final class ReduceCommand implements java.util.concurrent.Callable<Integer> {
             description = "Base of the LSEs: base2 (default) or basee.")
     LseMode lseMode;
 
-    @Option(names = "--engine", defaultValue = "cpu",
+    @Option(names = "--engine", defaultValue = "cpu", converter = EngineChoiceConverter.class,
             description = "Engine: cpu (default), cuda (the GPU, all ranks in loopback), or auto.")
-    Engines engine;
+    Engines.Choice engine;
 
     @Option(names = "--timeout", defaultValue = "10s", converter = DurationConverter.class,
             description = "Longest wait for a peer's line, e.g. 500ms, 10s (default ${DEFAULT-VALUE}).")
@@ -69,7 +70,7 @@ final class ReduceCommand implements java.util.concurrent.Callable<Integer> {
             WorkspaceSpec ws = new WorkspaceSpec((int) shape[0], (int) shape[1], cp, (int) shape[3],
                     partialO.getFirst().dtype());
             List<TensorView> outs;
-            try (LocalGroup group = engine.open(ws, timeout)) {
+            try (LocalGroup group = Engines.openGroup(engine, ws, timeout)) {
                 outs = group.reduceAll(partialO, partialLse, lseMode);
                 SequencedMap<String, TensorView> result = new LinkedHashMap<>();
                 for (int r = 0; r < cp; r++) {
@@ -79,7 +80,7 @@ final class ReduceCommand implements java.util.concurrent.Callable<Integer> {
             }
             spec.commandLine().getErr().printf("reduce: %d ranks x %d rows x head_dim %d (%s, %s) on engine %s -> %s%n",
                     cp, shape[0] * shape[1], shape[3], partialO.getFirst().dtype().name().toLowerCase(), lseMode,
-                    engine.resolve(), output);
+                    Engines.resolve(engine).engine().spelling(), output);
             return 0;
         }
     }

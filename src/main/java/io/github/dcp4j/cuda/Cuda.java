@@ -2,6 +2,7 @@ package io.github.dcp4j.cuda;
 
 import jcuda.NativePointerObject;
 import jcuda.driver.CUdeviceptr;
+import jcuda.driver.CUstream;
 import jcuda.driver.CUresult;
 import jcuda.driver.JCudaDriver;
 
@@ -86,6 +87,17 @@ public final class Cuda {
         } catch (IllegalAccessException e) {
             throw new IllegalStateException(e);
         }
+    }
+
+    /** A JCuda stream for a raw {@code CUstream} handle (0 is the legacy default stream). */
+    public static CUstream stream(long handle) {
+        CUstream s = new CUstream();
+        try {
+            NATIVE_POINTER.setLong(s, handle);
+        } catch (IllegalAccessException e) {
+            throw new IllegalStateException(e);
+        }
+        return s;
     }
 
     /** A JCuda device pointer for a raw device address. */

@@ -142,6 +142,59 @@ public final class CudaDevice implements AutoCloseable {
         return can[0] != 0;
     }
 
+    /** Whether kernels on this GPU can read and write the memory of GPU {@code ordinal} (peer access). */
+    public boolean canAccessPeer(int ordinal) {
+        if (ordinal == this.ordinal) {
+            return true;
+        }
+        int[] can = new int[1];
+        run(() -> {
+            CUdevice peer = new CUdevice();
+            Cuda.check(JCudaDriver.cuDeviceGet(peer, ordinal), "cuDeviceGet(" + ordinal + ")");
+            Cuda.check(JCudaDriver.cuDeviceCanAccessPeer(can, device, peer),
+                    "cuDeviceCanAccessPeer(" + this.ordinal + ", " + ordinal + ")");
+        });
+        return can[0] != 0;
+    }
+
+    /** The primary context's handle (what {@code cuStreamGetCtx} gives for this device's streams). */
+    long contextAddress() {
+        return Cuda.address(context);
+    }
+
+    /**
+     * Requires {@code bytes} from device address {@code first} to be device memory that kernels on this GPU may use,
+     * inside one allocation, on GPU {@code declaredOrdinal}: refused with an {@link IllegalArgumentException} that
+     * names {@code argument} otherwise (host memory, a freed or foreign pointer, a span past the allocation's end,
+     * another GPU than declared, a GPU without peer access from this one).
+     */
+    public void requireDeviceSpan(String argument, long first, long bytes, int declaredOrdinal) {
+        DeviceSpan span = call(() -> DeviceSpan.query(first));
+        String at = argument + " at 0x" + Long.toHexString(first);
+        if (span == null) {
+            throw new IllegalArgumentException(at + " is not memory the CUDA driver knows: a host pointer, a freed"
+                    + " allocation or another process's address; pass device memory (or a TensorView for host memory)");
+        }
+        if (span.memoryType() != DeviceSpan.DEVICE) {
+            throw new IllegalArgumentException(at + " is " + (span.memoryType() == DeviceSpan.HOST ? "host" : "not device")
+                    + " memory (CUmemorytype " + span.memoryType() + "); pass device memory (or a TensorView for host"
+                    + " memory)");
+        }
+        if (span.deviceOrdinal() != declaredOrdinal) {
+            throw new IllegalArgumentException(at + " is memory of GPU " + span.deviceOrdinal() + ", declared as GPU "
+                    + declaredOrdinal);
+        }
+        if (!canAccessPeer(span.deviceOrdinal())) {
+            throw new IllegalArgumentException(at + " is memory of GPU " + span.deviceOrdinal() + ", which " + this
+                    + " cannot access (no peer access)");
+        }
+        if (!span.contains(first, bytes)) {
+            throw new IllegalArgumentException(at + " spans " + bytes + " bytes, past the end of its allocation [0x"
+                    + Long.toHexString(span.rangeStart()) + ", 0x" + Long.toHexString(span.rangeStart()
+                    + span.rangeBytes()) + ")");
+        }
+    }
+
     /**
      * Lets kernels in this device's context access {@code other}'s memory. Returns true if this call enabled it, false
      * if it was enabled already (by the application or an earlier group), so that only the enabler disables it.

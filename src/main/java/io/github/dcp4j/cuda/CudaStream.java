@@ -1,23 +1,65 @@
 package io.github.dcp4j.cuda;
 
+import jcuda.driver.CUcontext;
 import jcuda.driver.CUstream;
 import jcuda.driver.CUstream_flags;
 import jcuda.driver.JCudaDriver;
 
-/** A non-blocking CUDA stream on one device. */
+import java.util.Objects;
+
+/**
+ * A CUDA stream on one device: one this class created (non-blocking, destroyed on close), or a caller's stream
+ * wrapped without taking it over ({@link #wrap}: closing the wrapper leaves the stream alone).
+ */
 public final class CudaStream implements AutoCloseable {
     private final CudaDevice device;
-    private final CUstream stream = new CUstream();
+    private final CUstream stream;
+    private final boolean owned;
     private boolean closed;
 
     public CudaStream(CudaDevice device) {
         this.device = device;
+        this.stream = new CUstream();
+        this.owned = true;
         device.run(() -> Cuda.check(JCudaDriver.cuStreamCreate(stream, CUstream_flags.CU_STREAM_NON_BLOCKING),
                 "cuStreamCreate"));
     }
 
+    private CudaStream(CudaDevice device, CUstream stream) {
+        this.device = device;
+        this.stream = stream;
+        this.owned = false;
+    }
+
+    /**
+     * The caller's stream {@code stream}, which must belong to {@code device}'s primary context (the one the CUDA
+     * runtime uses, so a stream from {@code cudaStreamCreate} or torch qualifies). Work queued here runs after what
+     * the caller queued before it and before what the caller queues after; the stream stays the caller's.
+     */
+    public static CudaStream wrap(CudaDevice device, CUstream stream) {
+        Objects.requireNonNull(device, "device");
+        Objects.requireNonNull(stream, "stream");
+        CUcontext context = new CUcontext();
+        device.run(() -> Cuda.check(JCudaDriver.cuStreamGetCtx(stream, context), "cuStreamGetCtx"));
+        if (Cuda.address(context) != device.contextAddress()) {
+            throw new IllegalArgumentException("stream 0x" + Long.toHexString(Cuda.address(stream))
+                    + " belongs to another CUDA context than " + device + "'s primary context");
+        }
+        return new CudaStream(device, stream);
+    }
+
+    /** As {@link #wrap(CudaDevice, CUstream)} for a raw {@code CUstream} / {@code cudaStream_t} handle. */
+    public static CudaStream wrap(CudaDevice device, long handle) {
+        return wrap(device, Cuda.stream(handle));
+    }
+
     public CUstream handle() {
         return stream;
+    }
+
+    /** The raw {@code CUstream} handle. */
+    public long address() {
+        return Cuda.address(stream);
     }
 
     public CudaDevice device() {
@@ -29,11 +71,14 @@ public final class CudaStream implements AutoCloseable {
         device.run(() -> Cuda.check(JCudaDriver.cuStreamSynchronize(stream), "cuStreamSynchronize"));
     }
 
+    /** Destroys a stream this class created; a wrapped caller's stream is left as it is. */
     @Override
     public void close() {
         if (!closed) {
             closed = true;
-            device.run(() -> Cuda.check(JCudaDriver.cuStreamDestroy(stream), "cuStreamDestroy"));
+            if (owned) {
+                device.run(() -> Cuda.check(JCudaDriver.cuStreamDestroy(stream), "cuStreamDestroy"));
+            }
         }
     }
 }

@@ -58,33 +58,61 @@ public final class KernelLaunch implements AutoCloseable {
     }
 
     private final Arena arena = Arena.ofShared();
-    private final MemorySegment config;
-    private final MemorySegment function;
-    private final MemorySegment params;
+    private final Structs structs;
+
+    /** The native arguments of one {@code cuLaunchKernelEx}. */
+    private record Structs(MemorySegment config, MemorySegment function, MemorySegment params) {
+        static Structs allocate(Arena arena, CUfunction function, int grid, int blockThreads, byte[] args,
+                                CudaStream stream) {
+            MemorySegment attribute = arena.allocate(ATTRIBUTE);
+            attribute.set(JAVA_INT, offset(ATTRIBUTE, "id"), ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
+            attribute.set(JAVA_INT, offset(ATTRIBUTE, "value"), 1);
+            MemorySegment config = arena.allocate(CONFIG);
+            config.set(JAVA_INT, offset(CONFIG, "gridDimX"), grid);
+            config.set(JAVA_INT, offset(CONFIG, "gridDimY"), 1);
+            config.set(JAVA_INT, offset(CONFIG, "gridDimZ"), 1);
+            config.set(JAVA_INT, offset(CONFIG, "blockDimX"), blockThreads);
+            config.set(JAVA_INT, offset(CONFIG, "blockDimY"), 1);
+            config.set(JAVA_INT, offset(CONFIG, "blockDimZ"), 1);
+            config.set(JAVA_INT, offset(CONFIG, "sharedMemBytes"), 0);
+            config.set(ADDRESS, offset(CONFIG, "hStream"), MemorySegment.ofAddress(stream.address()));
+            config.set(ADDRESS, offset(CONFIG, "attrs"), attribute);
+            config.set(JAVA_INT, offset(CONFIG, "numAttrs"), 1);
+            MemorySegment image = arena.allocate(args.length, 16);
+            image.copyFrom(MemorySegment.ofArray(args));
+            MemorySegment params = arena.allocate(ADDRESS);
+            params.set(ADDRESS, 0, image);
+            return new Structs(config, MemorySegment.ofAddress(Cuda.address(function)), params);
+        }
+
+        void queue() {
+            int result;
+            try {
+                result = (int) Driver.LAUNCH_KERNEL_EX.invokeExact(config, function, params, MemorySegment.NULL);
+            } catch (RuntimeException | Error e) {
+                throw e;
+            } catch (Throwable t) {
+                throw new IllegalStateException("cuLaunchKernelEx", t);
+            }
+            Cuda.check(result, "cuLaunchKernelEx");
+        }
+    }
 
     /**
      * @param args the kernel's only parameter, as its bytes (copied)
      */
     public KernelLaunch(CUfunction function, int grid, int blockThreads, byte[] args, CudaStream stream) {
-        MemorySegment attribute = arena.allocate(ATTRIBUTE);
-        attribute.set(JAVA_INT, offset(ATTRIBUTE, "id"), ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
-        attribute.set(JAVA_INT, offset(ATTRIBUTE, "value"), 1);
-        config = arena.allocate(CONFIG);
-        config.set(JAVA_INT, offset(CONFIG, "gridDimX"), grid);
-        config.set(JAVA_INT, offset(CONFIG, "gridDimY"), 1);
-        config.set(JAVA_INT, offset(CONFIG, "gridDimZ"), 1);
-        config.set(JAVA_INT, offset(CONFIG, "blockDimX"), blockThreads);
-        config.set(JAVA_INT, offset(CONFIG, "blockDimY"), 1);
-        config.set(JAVA_INT, offset(CONFIG, "blockDimZ"), 1);
-        config.set(JAVA_INT, offset(CONFIG, "sharedMemBytes"), 0);
-        config.set(ADDRESS, offset(CONFIG, "hStream"), MemorySegment.ofAddress(Cuda.address(stream.handle())));
-        config.set(ADDRESS, offset(CONFIG, "attrs"), attribute);
-        config.set(JAVA_INT, offset(CONFIG, "numAttrs"), 1);
-        MemorySegment image = arena.allocate(args.length, 16);
-        image.copyFrom(MemorySegment.ofArray(args));
-        params = arena.allocate(ADDRESS);
-        params.set(ADDRESS, 0, image);
-        this.function = MemorySegment.ofAddress(Cuda.address(function));
+        this.structs = Structs.allocate(arena, function, grid, blockThreads, args, stream);
+    }
+
+    /**
+     * Queues one launch with structures that live for this call only, in memory confined to the calling thread
+     * (which must be the device's): no shared arena to set up and close, for launches made once.
+     */
+    public static void queueOnce(CUfunction function, int grid, int blockThreads, byte[] args, CudaStream stream) {
+        try (Arena once = Arena.ofConfined()) {
+            Structs.allocate(once, function, grid, blockThreads, args, stream).queue();
+        }
     }
 
     private static long offset(StructLayout layout, String field) {
@@ -93,15 +121,7 @@ public final class KernelLaunch implements AutoCloseable {
 
     /** Queues the launch on its stream; call on the device's thread (the driver's current context). */
     public void queue() {
-        int result;
-        try {
-            result = (int) Driver.LAUNCH_KERNEL_EX.invokeExact(config, function, params, MemorySegment.NULL);
-        } catch (RuntimeException | Error e) {
-            throw e;
-        } catch (Throwable t) {
-            throw new IllegalStateException("cuLaunchKernelEx", t);
-        }
-        Cuda.check(result, "cuLaunchKernelEx");
+        structs.queue();
     }
 
     /** Frees the native structs (the launches already queued keep their own copy of the parameter). */

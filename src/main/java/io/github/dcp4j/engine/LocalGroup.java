@@ -1,9 +1,10 @@
 package io.github.dcp4j.engine;
 
-import io.github.dcp4j.DcpLseReduce;
 import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.ReduceCall;
+import io.github.dcp4j.op.Tensor;
 import io.github.dcp4j.op.TensorView;
+import io.github.dcp4j.op.WorkspaceShape;
 
 import java.lang.foreign.Arena;
 import java.util.ArrayList;
@@ -28,7 +29,8 @@ public interface LocalGroup extends AutoCloseable {
      * Validates every rank's arguments (before anything runs) and prepares the call; {@link PreparedCall#run()} then
      * runs it, as often as wanted, on the same inputs.
      */
-    PreparedCall prepare(List<TensorView> partialO, List<TensorView> partialLse, List<TensorView> out, LseMode mode);
+    PreparedCall prepare(List<? extends Tensor> partialO, List<? extends Tensor> partialLse,
+                         List<? extends Tensor> out, LseMode mode);
 
     /** Re-zeroes every workspace after a failed call (the collective reset); no call may be in flight. */
     void reset();
@@ -41,7 +43,7 @@ public interface LocalGroup extends AutoCloseable {
         /** Runs the call on every rank and waits for it; a timeout throws {@link PeerTimeoutException}. */
         void run();
 
-        /** Makes the last run's outputs visible in the host outputs given to {@code prepare}. */
+        /** Makes the last run's outputs visible in the host outputs given to {@code prepare} (device outputs are). */
         void readOutputs();
 
         @Override
@@ -49,8 +51,8 @@ public interface LocalGroup extends AutoCloseable {
     }
 
     /** One call on every rank: rank r reduces {@code partialO.get(r)}, {@code partialLse.get(r)} into {@code out.get(r)}. */
-    default void reduceAll(List<TensorView> partialO, List<TensorView> partialLse, List<TensorView> out,
-                           LseMode mode) {
+    default void reduceAll(List<? extends Tensor> partialO, List<? extends Tensor> partialLse,
+                           List<? extends Tensor> out, LseMode mode) {
         try (PreparedCall call = prepare(partialO, partialLse, out, mode)) {
             call.run();
             call.readOutputs();
@@ -58,11 +60,12 @@ public interface LocalGroup extends AutoCloseable {
     }
 
     /** As {@link #reduceAll(List, List, List, LseMode)}, into fresh outputs (one per rank, in rank order). */
-    default List<TensorView> reduceAll(List<TensorView> partialO, List<TensorView> partialLse, LseMode mode) {
+    default List<TensorView> reduceAll(List<? extends Tensor> partialO, List<? extends Tensor> partialLse,
+                                       LseMode mode) {
         Objects.requireNonNull(partialO, "partial_o");
         List<TensorView> out = new ArrayList<>(partialO.size());
         Arena auto = Arena.ofAuto();
-        for (TensorView o : partialO) {
+        for (Tensor o : partialO) {
             out.add(TensorView.allocate(auto, o.dtype(), ReduceCall.outputShape(o)));
         }
         reduceAll(partialO, partialLse, out, mode);
@@ -73,20 +76,20 @@ public interface LocalGroup extends AutoCloseable {
      * Every rank's call of a group of {@code cpSize} ranks whose workspaces have {@code workspaceBytes} each: one
      * tensor per rank in each list, each rank's arguments validated, before anything runs.
      */
-    static List<ReduceCall> validateAll(List<TensorView> partialO, List<TensorView> partialLse, List<TensorView> out,
-                                        int cpSize, long workspaceBytes, LseMode mode) {
+    static List<ReduceCall> validateAll(List<? extends Tensor> partialO, List<? extends Tensor> partialLse,
+                                        List<? extends Tensor> out, int cpSize, long workspaceBytes, LseMode mode) {
         requireOnePerRank("partial_o", partialO, cpSize);
         requireOnePerRank("partial_lse", partialLse, cpSize);
         requireOnePerRank("out", out, cpSize);
         List<ReduceCall> calls = new ArrayList<>(cpSize);
         for (int r = 0; r < cpSize; r++) {
-            calls.add(DcpLseReduce.validate(partialO.get(r), partialLse.get(r), out.get(r), cpSize, r, workspaceBytes,
-                    r, cpSize, mode));
+            calls.add(ReduceCall.validate(partialO.get(r), partialLse.get(r), out.get(r), r, cpSize, mode,
+                    new WorkspaceShape(cpSize, r, workspaceBytes)));
         }
         return calls;
     }
 
-    private static void requireOnePerRank(String name, List<TensorView> tensors, int cpSize) {
+    private static void requireOnePerRank(String name, List<? extends Tensor> tensors, int cpSize) {
         Objects.requireNonNull(tensors, name);
         if (tensors.size() != cpSize) {
             throw new IllegalArgumentException(name + " must hold one tensor per rank (" + cpSize + "); got "

@@ -1,9 +1,9 @@
 package io.github.dcp4j.engine;
 
-import io.github.dcp4j.DcpLseReduce;
 import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.ReduceCall;
-import io.github.dcp4j.op.TensorView;
+import io.github.dcp4j.op.Tensor;
+import io.github.dcp4j.op.WorkspaceShape;
 
 /**
  * One rank's workspace on some engine: the memory peers send this rank's rows into, and the engine that runs this
@@ -21,6 +21,11 @@ public interface RankWorkspace {
     /** Size in bytes; the same on every rank of the group. */
     long byteSize();
 
+    /** What a call on this workspace is validated against. */
+    default WorkspaceShape shape() {
+        return new WorkspaceShape(cpSize(), rank(), byteSize());
+    }
+
     /** The engine's name as the CLI prints it ({@code cpu}, {@code cuda}). */
     String engineName();
 
@@ -34,8 +39,7 @@ public interface RankWorkspace {
      * Validates one rank's arguments against this workspace and runs the call ({@link #execute}). Engines whose ranks
      * live in several processes override it to check the arguments on every rank before any launches.
      */
-    default void reduce(TensorView partialO, TensorView partialLse, TensorView out, int cpRank, int cpSize,
-                        LseMode mode) {
-        execute(DcpLseReduce.validate(partialO, partialLse, out, this, cpRank, cpSize, mode));
+    default void reduce(Tensor partialO, Tensor partialLse, Tensor out, int cpRank, int cpSize, LseMode mode) {
+        execute(ReduceCall.validate(partialO, partialLse, out, cpRank, cpSize, mode, shape()));
     }
 }

@@ -3,7 +3,7 @@ package io.github.dcp4j.layout;
 import java.util.List;
 
 /**
- * The kernel's only parameter, defined once: {@link CudaHeader} generates its C++ declaration (with
+ * The kernel's only parameter, defined once: {@code engine.cuda.CudaHeader} generates its C++ declaration (with
  * {@code static_assert}s on every offset) from these lists, and the CUDA engine writes its bytes with these offsets.
  * Every field is 8 bytes (a pointer or an int64), so nothing is padded. The whole parameter is passed by value
  * ({@code __grid_constant__}): a block reads its rank's arguments and every destination's workspace address from

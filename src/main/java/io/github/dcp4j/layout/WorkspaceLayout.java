@@ -31,15 +31,15 @@ public record WorkspaceLayout(int cpSize, int maxRows, RowLayout row) {
 
     /**
      * The layout a call sees in a workspace of {@code workspaceBytes}: max rows = (bytes - 128) / (2 x cp x rowBytes),
-     * which must divide exactly (a workspace made for another cp_size, head_dim or dtype is refused).
+     * which must divide exactly (a workspace made for another cp_size or head_dim is refused).
      */
     public static WorkspaceLayout forWorkspace(long workspaceBytes, int cpSize, RowLayout row) {
         long perRow = (long) Ll128.NUM_SLOTS * cpSize * row.rowBytes();
         long payload = workspaceBytes - Ll128.PAYLOAD_OFFSET;
         if (payload <= 0 || payload % perRow != 0) {
             throw new IllegalArgumentException("workspace of " + workspaceBytes + " bytes does not hold whole rows of "
-                    + row.rowBytes() + " bytes for cp_size " + cpSize + " (head_dim " + row.headDim() + ", "
-                    + row.dtype() + "): expected 128 + a multiple of " + perRow);
+                    + row.rowBytes() + " bytes for cp_size " + cpSize + " (head_dim " + row.headDim() + " x "
+                    + row.elementBytes() + " bytes): expected 128 + a multiple of " + perRow);
         }
         long maxRows = payload / perRow;
         if (maxRows > Integer.MAX_VALUE) {

@@ -2,6 +2,7 @@ package io.github.dcp4j.op;
 
 import io.github.dcp4j.layout.Ll128;
 import io.github.dcp4j.layout.RowLayout;
+import io.github.dcp4j.layout.WorkspaceLayout;
 
 import java.util.Arrays;
 import java.util.Objects;
@@ -12,7 +13,8 @@ import java.util.Objects;
  *
  * <p>Rows: every point of the leading shape of {@code partial_o [..., cp, D]} is one reduction row. A 4-D
  * {@code [T, H, cp, D]} view may have any strides whose last one is 1 (row = t x H + h); other ranks are contiguous
- * and flattened to {@code [rows, cp, D]}. The output is {@code [rows, D]}, contiguous.
+ * and flattened to {@code [rows, cp, D]}. The output is {@code [rows, D]}, contiguous. Each tensor may be in host
+ * memory ({@link TensorView}) or device memory ({@link DeviceTensor}); which ones an engine takes is its own check.
  *
  * @param partialO   {@code [..., cp, D]} fp16 or bf16
  * @param partialLse {@code [..., cp]} fp32, leading dims equal to partialO's
@@ -20,14 +22,14 @@ import java.util.Objects;
  * @param cpRank     this rank
  * @param cpSize     ranks in the group
  * @param mode       base of the LSEs
- * @param row        the row slice's layout
+ * @param layout     the workspace's layout for this call's rows (its row slice's layout included)
  * @param rows       reduction rows (T x H)
  * @param heads      H: rows per token (1 where partialO is not 4-D)
  * @param oStrides   element strides of partialO along (token, head, peer)
  * @param lseStrides element strides of partialLse along (token, head, peer)
  */
-public record ReduceCall(TensorView partialO, TensorView partialLse, TensorView out, int cpRank, int cpSize,
-                         LseMode mode, RowLayout row, int rows, int heads, long[] oStrides, long[] lseStrides) {
+public record ReduceCall(Tensor partialO, Tensor partialLse, Tensor out, int cpRank, int cpSize, LseMode mode,
+                         WorkspaceLayout layout, int rows, int heads, long[] oStrides, long[] lseStrides) {
 
     public ReduceCall {
         oStrides = oStrides.clone();
@@ -44,12 +46,17 @@ public record ReduceCall(TensorView partialO, TensorView partialLse, TensorView 
         return lseStrides.clone();
     }
 
+    /** The row slice's layout. */
+    public RowLayout row() {
+        return layout.row();
+    }
+
     public int headDim() {
-        return row.headDim();
+        return layout.row().headDim();
     }
 
     public DType dtype() {
-        return row.dtype();
+        return partialO.dtype();
     }
 
     /** Element index (in partialO's memory) of the first element of {@code partial_o[row, peer, :]}. */
@@ -68,11 +75,11 @@ public record ReduceCall(TensorView partialO, TensorView partialLse, TensorView 
 
     /** Element index (in out's memory) of {@code out[row, 0]}. */
     public long outElement(int rowIndex) {
-        return out.offset() + (long) rowIndex * row.headDim();
+        return out.offset() + (long) rowIndex * headDim();
     }
 
     /** The output shape for {@code partialO}'s shape: leading dims flattened, then head_dim. */
-    public static long[] outputShape(TensorView partialO) {
+    public static long[] outputShape(Tensor partialO) {
         long[] s = partialO.shape();
         long rows = 1;
         for (int i = 0; i < s.length - 2; i++) {
@@ -82,12 +89,39 @@ public record ReduceCall(TensorView partialO, TensorView partialLse, TensorView 
     }
 
     /**
-     * Checks every argument against the op's contract, in the order upstream does, and returns the call. Each error
-     * names the argument, its value and what is allowed; dtype errors are {@link DTypeException}s. Nothing is read
-     * from or written to any memory here.
+     * Every check of one rank's call, those against its workspace included, and the call with the workspace's
+     * layout. Each error names the argument, its value and what is allowed; dtype errors are {@link DTypeException}s.
+     * Nothing is read from or written to any memory here.
      */
-    public static ReduceCall validate(TensorView partialO, TensorView partialLse, TensorView out, int cpRank,
-                                      int cpSize, LseMode mode) {
+    public static ReduceCall validate(Tensor partialO, Tensor partialLse, Tensor out, int cpRank, int cpSize,
+                                      LseMode mode, WorkspaceShape workspace) {
+        Objects.requireNonNull(workspace, "workspace");
+        ReduceCall call = validate(partialO, partialLse, out, cpRank, cpSize, mode);
+        if (workspace.cpSize() != cpSize) {
+            throw new IllegalArgumentException("cp_size must match the workspace group's size " + workspace.cpSize()
+                    + "; got " + cpSize);
+        }
+        if (workspace.rank() != cpRank) {
+            throw new IllegalArgumentException("cp_rank must be the workspace's rank " + workspace.rank() + "; got "
+                    + cpRank);
+        }
+        WorkspaceLayout layout = WorkspaceLayout.forWorkspace(workspace.bytes(), cpSize, call.row());
+        if (call.rows() > layout.maxRows()) {
+            throw new IllegalArgumentException("partial_o has " + call.rows() + " rows; the workspace holds at most "
+                    + layout.maxRows() + " (max_tokens x local_heads it was sized for)");
+        }
+        return new ReduceCall(partialO, partialLse, out, cpRank, cpSize, mode, layout, call.rows(), call.heads(),
+                call.oStrides, call.lseStrides);
+    }
+
+    /**
+     * Checks every argument against the op's contract, in the order upstream does, and returns the call with the
+     * layout of a workspace that holds exactly its rows (for references that need no workspace). Each error names
+     * the argument, its value and what is allowed; dtype errors are {@link DTypeException}s. Nothing is read from or
+     * written to any memory here.
+     */
+    public static ReduceCall validate(Tensor partialO, Tensor partialLse, Tensor out, int cpRank, int cpSize,
+                                      LseMode mode) {
         Objects.requireNonNull(partialO, "partial_o");
         Objects.requireNonNull(partialLse, "partial_lse");
         Objects.requireNonNull(out, "out");
@@ -116,7 +150,7 @@ public record ReduceCall(TensorView partialO, TensorView partialLse, TensorView 
         if (headDimLong > Integer.MAX_VALUE) {
             throw new IllegalArgumentException("head_dim must fit in an int; got " + headDimLong);
         }
-        RowLayout row = RowLayout.of((int) headDimLong, dtype);
+        RowLayout row = RowLayout.of((int) headDimLong, dtype.bytes());
         long[] lseShape = partialLse.shape();
         long[] expectedLse = Arrays.copyOf(oShape, rank - 1);
         if (!Arrays.equals(lseShape, expectedLse)) {
@@ -171,16 +205,20 @@ public record ReduceCall(TensorView partialO, TensorView partialLse, TensorView 
             throw new IllegalArgumentException("out must be contiguous " + Arrays.toString(outShape) + "; got shape "
                     + Arrays.toString(out.shape()) + " strides " + Arrays.toString(out.strides()));
         }
-        return new ReduceCall(partialO, partialLse, out, cpRank, cpSize, mode, row, rows, heads, oStrides,
-                lseStrides);
+        return new ReduceCall(partialO, partialLse, out, cpRank, cpSize, mode, new WorkspaceLayout(cpSize, rows, row),
+                rows, heads, oStrides, lseStrides);
     }
 
     /** Row starts are offset + t x s0 + h x s1 + p x s2 for every index within {@code sizes}: all 8-byte aligned. */
-    private static void requireRowAlignment(TensorView partialO, long[] sizes, long[] rowStrides) {
+    private static void requireRowAlignment(Tensor partialO, long[] sizes, long[] rowStrides) {
         int elem = partialO.dtype().bytes();
         long alignment = Ll128.ROW_ALIGNMENT;
-        boolean aligned = partialO.offset() * elem % alignment == 0
-                && (!partialO.memory().isNative() || partialO.memory().address() % alignment == 0);
+        // heap memory has no address to check (the CPU engine alone reads it)
+        long address = switch (partialO) {
+            case TensorView v -> v.memory().isNative() ? v.memory().address() : 0;
+            case DeviceTensor d -> d.address();
+        };
+        boolean aligned = partialO.offset() * elem % alignment == 0 && address % alignment == 0;
         for (int i = 0; i < 3; i++) {
             if (sizes[i] > 1 && rowStrides[i] * elem % alignment != 0) {
                 aligned = false;
@@ -190,8 +228,7 @@ public record ReduceCall(TensorView partialO, TensorView partialLse, TensorView 
             throw new IllegalArgumentException("every row of partial_o must start " + alignment + "-byte aligned;"
                     + " got offset " + partialO.offset() + " and strides " + Arrays.toString(partialO.strides())
                     + " in elements of " + elem + " bytes"
-                    + (partialO.memory().isNative() ? " at address 0x" + Long.toHexString(partialO.memory().address())
-                    : ""));
+                    + (address != 0 ? " at address 0x" + Long.toHexString(address) : ""));
         }
     }
 }

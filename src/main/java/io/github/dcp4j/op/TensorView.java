@@ -10,6 +10,8 @@ import java.util.Objects;
 /**
  * A strided view of little-endian elements in host memory: shape, strides and offset, all in elements, as a torch
  * tensor view. The view never copies; {@link #permute} and {@link #unflatten} give new views of the same memory.
+ * A CUDA engine copies host views to the device and back (the convenience path); {@link DeviceTensor} is the view
+ * of memory already on the GPU.
  *
  * @param memory  the memory the view reads and writes
  * @param dtype   the element type
@@ -17,7 +19,8 @@ import java.util.Objects;
  * @param strides the distance in elements between neighbours along each dimension (defensively copied)
  * @param offset  the element index of the view's first element in {@code memory}
  */
-public record TensorView(MemorySegment memory, DType dtype, long[] shape, long[] strides, long offset) {
+public record TensorView(MemorySegment memory, DType dtype, long[] shape, long[] strides, long offset)
+        implements Tensor {
 
     static final ValueLayout.OfShort HALF = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
     static final ValueLayout.OfFloat FLOAT = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
@@ -30,22 +33,7 @@ public record TensorView(MemorySegment memory, DType dtype, long[] shape, long[]
         Objects.requireNonNull(dtype, "dtype");
         shape = shape.clone();
         strides = strides.clone();
-        if (shape.length != strides.length) {
-            throw new IllegalArgumentException("strides " + Arrays.toString(strides) + " must have one entry per"
-                    + " dimension of shape " + Arrays.toString(shape));
-        }
-        for (int i = 0; i < shape.length; i++) {
-            if (shape[i] < 0) {
-                throw new IllegalArgumentException("shape " + Arrays.toString(shape) + " has a negative size");
-            }
-            if (strides[i] < 0) {
-                throw new IllegalArgumentException("strides " + Arrays.toString(strides)
-                        + " has a negative stride; only non-negative strides are supported");
-            }
-        }
-        if (offset < 0) {
-            throw new IllegalArgumentException("offset must be >= 0; got " + offset);
-        }
+        Strides.check(shape, strides, offset);
         if (numel(shape) > 0) {
             long endByte = (lastElement(shape, strides, offset) + 1) * dtype.bytes();
             if (endByte > memory.byteSize()) {
@@ -54,6 +42,18 @@ public record TensorView(MemorySegment memory, DType dtype, long[] shape, long[]
                         + " bytes; memory has " + memory.byteSize());
             }
         }
+    }
+
+    /**
+     * {@code tensor} as a host view, for engines that read and write host memory: a {@link DeviceTensor} is refused
+     * with a message naming {@code argument} and {@code engine}.
+     */
+    public static TensorView host(Tensor tensor, String argument, String engine) {
+        return switch (tensor) {
+            case TensorView v -> v;
+            case DeviceTensor d -> throw new IllegalArgumentException(argument + " must be in host memory (a"
+                    + " TensorView) for the " + engine + " engine; got " + d);
+        };
     }
 
     /** A contiguous (row-major) view of {@code memory} from its first byte. */
@@ -81,34 +81,21 @@ public record TensorView(MemorySegment memory, DType dtype, long[] shape, long[]
     }
 
     /** The element index of the view's last element (its largest, strides being non-negative); needs numel > 0. */
+    @Override
     public long lastElement() {
         return lastElement(shape, strides, offset);
     }
 
     private static long lastElement(long[] shape, long[] strides, long offset) {
-        long last = offset;
-        for (int i = 0; i < shape.length; i++) {
-            last += (shape[i] - 1) * strides[i];
-        }
-        return last;
+        return Strides.lastElement(shape, strides, offset);
     }
 
     public static long[] contiguousStrides(long... shape) {
-        long[] strides = new long[shape.length];
-        long s = 1;
-        for (int i = shape.length - 1; i >= 0; i--) {
-            strides[i] = s;
-            s *= shape[i];
-        }
-        return strides;
+        return Strides.contiguous(shape);
     }
 
     public static long numel(long... shape) {
-        long n = 1;
-        for (long d : shape) {
-            n = Math.multiplyExact(n, d);
-        }
-        return n;
+        return Strides.numel(shape);
     }
 
     @Override
@@ -121,78 +108,41 @@ public record TensorView(MemorySegment memory, DType dtype, long[] shape, long[]
         return strides.clone();
     }
 
+    @Override
     public int rank() {
         return shape.length;
     }
 
+    @Override
     public long size(int dim) {
         return shape[dim];
     }
 
+    @Override
     public long stride(int dim) {
         return strides[dim];
     }
 
+    @Override
     public long numel() {
         return numel(shape);
     }
 
-    /** True when the view is row-major with no gaps (sizes of 1 may have any stride). */
+    @Override
     public boolean isContiguous() {
-        long expected = 1;
-        for (int i = shape.length - 1; i >= 0; i--) {
-            if (shape[i] != 1 && strides[i] != expected) {
-                return false;
-            }
-            expected *= shape[i];
-        }
-        return true;
+        return Strides.isContiguous(shape, strides);
     }
 
     /** The same memory with dimensions reordered: dimension i of the result is dimension {@code order[i]} here. */
     public TensorView permute(int... order) {
-        if (order.length != shape.length) {
-            throw new IllegalArgumentException("permute order " + Arrays.toString(order) + " must name each of "
-                    + shape.length + " dimensions once");
-        }
-        long[] newShape = new long[order.length];
-        long[] newStrides = new long[order.length];
-        boolean[] seen = new boolean[order.length];
-        for (int i = 0; i < order.length; i++) {
-            int d = order[i];
-            if (d < 0 || d >= order.length || seen[d]) {
-                throw new IllegalArgumentException("permute order " + Arrays.toString(order)
-                        + " must name each of " + shape.length + " dimensions once");
-            }
-            seen[d] = true;
-            newShape[i] = shape[d];
-            newStrides[i] = strides[d];
-        }
-        return new TensorView(memory, dtype, newShape, newStrides, offset);
+        Strides.Geometry g = Strides.permute(shape, strides, order);
+        return new TensorView(memory, dtype, g.shape(), g.strides(), offset);
     }
 
     /** Splits dimension {@code dim} into {@code sizes} (their product must equal its size), as torch's unflatten. */
     public TensorView unflatten(int dim, long... sizes) {
-        if (dim < 0 || dim >= shape.length) {
-            throw new IllegalArgumentException("unflatten dim must be in [0, " + shape.length + "); got " + dim);
-        }
-        if (numel(sizes) != shape[dim]) {
-            throw new IllegalArgumentException("unflatten sizes " + Arrays.toString(sizes) + " must multiply to "
-                    + shape[dim] + ", the size of dimension " + dim);
-        }
-        long[] newShape = new long[shape.length + sizes.length - 1];
-        long[] newStrides = new long[newShape.length];
-        System.arraycopy(shape, 0, newShape, 0, dim);
-        System.arraycopy(strides, 0, newStrides, 0, dim);
-        long inner = strides[dim];
-        for (int i = sizes.length - 1; i >= 0; i--) {
-            newShape[dim + i] = sizes[i];
-            newStrides[dim + i] = inner;
-            inner *= sizes[i];
-        }
-        System.arraycopy(shape, dim + 1, newShape, dim + sizes.length, shape.length - dim - 1);
-        System.arraycopy(strides, dim + 1, newStrides, dim + sizes.length, shape.length - dim - 1);
-        return new TensorView(memory, dtype, newShape, newStrides, offset);
+        Strides.Geometry g = Strides.unflatten(shape, strides, dim, sizes);
+        return new TensorView(memory, dtype, g.shape(), g.strides(), offset);
     }
 
     /** The element index in {@link #memory()} of the element at {@code index}. */

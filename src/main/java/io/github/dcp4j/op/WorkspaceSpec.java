@@ -25,7 +25,7 @@ public record WorkspaceSpec(int maxTokens, int localHeads, int cpSize, int headD
             throw new IllegalArgumentException("max_tokens x local_heads must be at most " + Integer.MAX_VALUE
                     + "; got " + maxTokens + " x " + localHeads);
         }
-        new WorkspaceLayout(cpSize, maxTokens * localHeads, RowLayout.of(headDim, dtype)).bytes();
+        new WorkspaceLayout(cpSize, maxTokens * localHeads, RowLayout.of(headDim, dtype.bytes())).bytes();
     }
 
     /** Rows the workspace holds per source and slot: maxTokens x localHeads. */
@@ -34,7 +34,7 @@ public record WorkspaceSpec(int maxTokens, int localHeads, int cpSize, int headD
     }
 
     public RowLayout rowLayout() {
-        return RowLayout.of(headDim, dtype);
+        return RowLayout.of(headDim, dtype.bytes());
     }
 
     public WorkspaceLayout layout() {

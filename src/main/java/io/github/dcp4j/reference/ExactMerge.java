@@ -74,12 +74,12 @@ public final class ExactMerge {
         float[] acc = new float[d];
         for (int row = 0; row < first.rows(); row++) {
             for (int r = 0; r < cp; r++) {
-                lse[r] = calls[r].partialLse().loadFloat(calls[r].lseElement(row, dest));
+                lse[r] = partialLse.get(r).loadFloat(calls[r].lseElement(row, dest));
             }
             weights(lse, cp, mode, w);
             java.util.Arrays.fill(acc, 0f);
             for (int r = 0; r < cp; r++) {
-                TensorView o = calls[r].partialO();
+                TensorView o = partialO.get(r);
                 long base = calls[r].sliceElement(row, dest);
                 for (int i = 0; i < d; i++) {
                     acc[i] = accumulate(acc[i], w[r], o.loadFloat(base + i));

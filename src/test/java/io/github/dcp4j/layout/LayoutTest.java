@@ -24,7 +24,7 @@ class LayoutTest {
 
     @Test
     void headDim512Bf16RowIs1200Bytes() {
-        RowLayout row = RowLayout.of(512, DType.BF16);
+        RowLayout row = RowLayout.of(512, DType.BF16.bytes());
         assertEquals(128, row.dataWords());
         assertEquals(9, row.dataLines());
         assertEquals(3, row.lineGroups());
@@ -39,7 +39,7 @@ class LayoutTest {
             int w = headDim * 2 / 8;
             int lines = (w + 14) / 15;
             int groups = (lines + 3) / 4;
-            RowLayout row = RowLayout.of(headDim, dtype);
+            RowLayout row = RowLayout.of(headDim, dtype.bytes());
             assertEquals(128 * lines + 16 * groups, row.rowBytes(), "head_dim " + headDim);
             assertTrue(row.lineGroups() <= Ll128.MAX_GROUPS);
         }
@@ -48,9 +48,9 @@ class LayoutTest {
     @Test
     void rowLimitIs15360Bytes() {
         assertEquals(15360, Ll128.MAX_ROW_DATA_BYTES);
-        assertEquals(32, RowLayout.of(7680, DType.BF16).lineGroups());
+        assertEquals(32, RowLayout.of(7680, DType.BF16.bytes()).lineGroups());
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-                () -> RowLayout.of(7688, DType.BF16));
+                () -> RowLayout.of(7688, DType.BF16.bytes()));
         assertTrue(e.getMessage().contains("15376") && e.getMessage().contains("15360"), e.getMessage());
     }
 
@@ -123,9 +123,9 @@ class LayoutTest {
     @Test
     void aWorkspaceOfAnotherGeometryIsRefused() {
         long bytes = DcpLseReduce.workspaceSize(8, 2, 4, 128, DType.BF16);
-        assertEquals(16, WorkspaceLayout.forWorkspace(bytes, 4, RowLayout.of(128, DType.BF16)).maxRows());
+        assertEquals(16, WorkspaceLayout.forWorkspace(bytes, 4, RowLayout.of(128, DType.BF16.bytes())).maxRows());
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-                () -> WorkspaceLayout.forWorkspace(bytes, 4, RowLayout.of(512, DType.BF16)));
+                () -> WorkspaceLayout.forWorkspace(bytes, 4, RowLayout.of(512, DType.BF16.bytes())));
         assertTrue(e.getMessage().contains("51328"), e.getMessage());
     }
 }

@@ -23,7 +23,7 @@ class Ll128LinesTest {
         SplittableRandom random = new SplittableRandom(11);
         try (Arena arena = Arena.ofConfined()) {
             for (int headDim = 8; headDim * 2 <= Ll128.MAX_ROW_DATA_BYTES; headDim += 8) {
-                RowLayout row = RowLayout.of(headDim, DType.BF16);
+                RowLayout row = RowLayout.of(headDim, DType.BF16.bytes());
                 MemorySegment src = arena.allocate(row.dataBytes(), 8);
                 for (long i = 0; i < src.byteSize(); i++) {
                     src.set(ValueLayout.JAVA_BYTE, i, (byte) random.nextInt());

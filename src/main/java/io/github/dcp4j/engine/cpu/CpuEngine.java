@@ -1,11 +1,11 @@
 package io.github.dcp4j.engine.cpu;
 
-import io.github.dcp4j.DcpLseReduce;
 import io.github.dcp4j.engine.LocalGroup;
 import io.github.dcp4j.engine.PeerTimeoutException;
 import io.github.dcp4j.layout.Ll128;
 import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.ReduceCall;
+import io.github.dcp4j.op.Tensor;
 import io.github.dcp4j.op.TensorView;
 import io.github.dcp4j.op.WorkspaceSpec;
 
@@ -65,7 +65,7 @@ public final class CpuEngine implements LocalGroup {
 
     /**
      * A group of {@code cpSize} ranks with zeroed workspaces of {@code workspaceBytes} each (a size from
-     * {@link DcpLseReduce#workspaceSize}).
+     * {@code DcpLseReduce.workspaceSize}).
      */
     public static CpuEngine open(int cpSize, long workspaceBytes, Duration timeout) {
         if (cpSize < 1 || cpSize > Ll128.MAX_RANKS) {
@@ -90,7 +90,7 @@ public final class CpuEngine implements LocalGroup {
         return timeout;
     }
 
-    /** The workspace of {@code rank}: pass it to {@link DcpLseReduce#reduce} on that rank's thread. */
+    /** The workspace of {@code rank}: pass it to {@code DcpLseReduce.reduce} on that rank's thread. */
     public CpuWorkspace workspace(int rank) {
         if (rank < 0 || rank >= workspaces.size()) {
             throw new IllegalArgumentException("rank must be in [0, " + workspaces.size() + "); got " + rank);
@@ -114,8 +114,8 @@ public final class CpuEngine implements LocalGroup {
      * others suppressed.
      */
     @Override
-    public PreparedCall prepare(List<TensorView> partialO, List<TensorView> partialLse, List<TensorView> out,
-                                LseMode mode) {
+    public PreparedCall prepare(List<? extends Tensor> partialO, List<? extends Tensor> partialLse,
+                                List<? extends Tensor> out, LseMode mode) {
         List<ReduceCall> calls = LocalGroup.validateAll(partialO, partialLse, out, cpSize(),
                 workspaces.getFirst().byteSize(), mode);
         for (int r = 0; r < cpSize(); r++) {
@@ -188,7 +188,8 @@ public final class CpuEngine implements LocalGroup {
     }
 
     /** The group's threads touch every tensor: memory confined to one thread would fail half-way through a call. */
-    private static void requireSharedMemory(String name, int rank, TensorView t) {
+    private static void requireSharedMemory(String name, int rank, Tensor tensor) {
+        TensorView t = TensorView.host(tensor, name + " of rank " + rank, NAME);
         if (!t.memory().isAccessibleBy(new Thread(() -> { }))) {
             throw new IllegalArgumentException(name + " of rank " + rank + " is in memory confined to one thread;"
                     + " reduceAll runs ranks on the group's threads: use a shared, auto or global arena");

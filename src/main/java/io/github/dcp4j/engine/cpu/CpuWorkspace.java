@@ -89,16 +89,23 @@ public final class CpuWorkspace implements RankWorkspace {
             throw new IllegalArgumentException("call for cp_rank " + call.cpRank() + " of " + call.cpSize()
                     + " on the workspace of rank " + rank + " of " + cpSize());
         }
-        WorkspaceLayout layout = WorkspaceLayout.forWorkspace(byteSize(), cpSize(), call.row());
+        WorkspaceLayout layout = call.layout();
+        if (layout.bytes() != byteSize()) {
+            throw new IllegalArgumentException("call validated against a workspace of " + layout.bytes()
+                    + " bytes on the workspace of rank " + rank + " (" + byteSize() + " bytes)");
+        }
+        TensorView partialO = TensorView.host(call.partialO(), "partial_o", CpuEngine.NAME);
+        TensorView partialLse = TensorView.host(call.partialLse(), "partial_lse", CpuEngine.NAME);
+        TensorView out = TensorView.host(call.out(), "out", CpuEngine.NAME);
         if (!inCall.compareAndSet(false, true)) {
             throw new IllegalStateException("the workspace of rank " + rank + " is already in a call on another"
                     + " thread; a workspace serves one ordered stream of calls: make one workspace group per stream");
         }
         try {
             int epoch = (int) Ll128Lines.takeTicket(memory, ARRIVALS_PER_CALL);
-            send(call, layout, epoch);
+            send(call, partialO, partialLse, layout, epoch);
             awaitAll(call, layout, epoch);
-            mergeAndConsume(call, layout, epoch);
+            mergeAndConsume(call, partialO, partialLse, out, layout, epoch);
         } catch (PeerTimeoutException e) {
             group.poison(e);
             throw e;
@@ -108,12 +115,13 @@ public final class CpuWorkspace implements RankWorkspace {
     }
 
     /** Writes partial_o[row, dst, :] and partial_lse[row, dst] into every other rank dst's workspace. */
-    private void send(ReduceCall call, WorkspaceLayout layout, int epoch) {
+    private void send(ReduceCall call, TensorView partialO, TensorView partialLse, WorkspaceLayout layout,
+                      int epoch) {
         RowLayout row = call.row();
         int slot = Ll128.slot(epoch);
         long dataFlag = Ll128.dataFlag(epoch);
         int lseFlag = Ll128.lseFlag(epoch);
-        MemorySegment o = call.partialO().memory();
+        MemorySegment o = partialO.memory();
         int elem = call.dtype().bytes();
         for (int i = 1; i < cpSize(); i++) {
             int dst = (rank + i) % cpSize();
@@ -126,7 +134,7 @@ public final class CpuWorkspace implements RankWorkspace {
                     Ll128Lines.putDataLineRelease(peer.memory, layout.dataLineOffset(slot, rank, r, line), o,
                             src + offset, bytes, dataFlag);
                 }
-                int lseBits = Float.floatToRawIntBits(call.partialLse().loadFloat(call.lseElement(r, dst)));
+                int lseBits = Float.floatToRawIntBits(partialLse.loadFloat(call.lseElement(r, dst)));
                 for (int g = 0; g < row.lineGroups(); g++) {
                     Ll128Lines.putLseLineRelease(peer.memory, layout.lseLineOffset(slot, rank, r, g), lseBits,
                             lseFlag);
@@ -215,7 +223,8 @@ public final class CpuWorkspace implements RankWorkspace {
      * Merges every row in source order 0..cp-1 (as {@link ExactMerge}), this rank's own slice straight from its input,
      * and zeroes each flag it consumed.
      */
-    private void mergeAndConsume(ReduceCall call, WorkspaceLayout layout, int epoch) {
+    private void mergeAndConsume(ReduceCall call, TensorView o, TensorView partialLse, TensorView out,
+                                 WorkspaceLayout layout, int epoch) {
         RowLayout row = call.row();
         int cp = cpSize();
         int slot = Ll128.slot(epoch);
@@ -224,12 +233,10 @@ public final class CpuWorkspace implements RankWorkspace {
         float[] lse = new float[cp];
         float[] w = new float[cp];
         float[] acc = new float[row.headDim()];
-        TensorView out = call.out();
-        TensorView o = call.partialO();
         for (int r = 0; r < call.rows(); r++) {
             for (int s = 0; s < cp; s++) {
                 if (s == rank) {
-                    lse[s] = call.partialLse().loadFloat(call.lseElement(r, rank));
+                    lse[s] = partialLse.loadFloat(call.lseElement(r, rank));
                     continue;
                 }
                 lse[s] = Float.intBitsToFloat(Ll128Lines.getLseBits(memory, layout.lseLineOffset(slot, s, r, 0)));

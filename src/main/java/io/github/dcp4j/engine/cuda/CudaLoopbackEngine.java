@@ -3,9 +3,11 @@ package io.github.dcp4j.engine.cuda;
 import io.github.dcp4j.cuda.CudaDevice;
 import io.github.dcp4j.cuda.CudaStream;
 import io.github.dcp4j.engine.LocalGroup;
+import io.github.dcp4j.engine.PeerTimeoutException;
+import io.github.dcp4j.op.DeviceTensor;
 import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.ReduceCall;
-import io.github.dcp4j.op.TensorView;
+import io.github.dcp4j.op.Tensor;
 import io.github.dcp4j.op.WorkspaceSpec;
 import io.github.dcp4j.peer.LoopbackWorkspaces;
 import io.github.dcp4j.peer.PeerWorkspaces;
@@ -21,8 +23,10 @@ import java.util.Objects;
  * each rank a slice of the grid with its own workspace ({@link LoopbackWorkspaces}), inputs and outputs. This runs the
  * whole protocol on a single GPU, peer writes included (to other ranks' workspaces on the same device).
  *
- * <p>Host inputs are copied to the device as they lie (strided views keep their strides: the kernel reads them
- * directly, no pack kernel). The workspaces serve one ordered stream: the first stream used binds them.
+ * <p>Device tensors ({@link DeviceTensor}) are used in place; host inputs are copied to the device as they lie
+ * (strided views keep their strides: the kernel reads them directly, no pack kernel) and host outputs copied back.
+ * A call runs on the group's own stream or on one the caller gives ({@link CudaStream#wrap}); the workspaces serve
+ * one ordered stream, so the first stream a call uses binds them.
  */
 public final class CudaLoopbackEngine implements LocalGroup {
     /** The engine's name as the CLI prints it. */
@@ -154,19 +158,68 @@ public final class CudaLoopbackEngine implements LocalGroup {
     }
 
     @Override
-    public PreparedCall prepare(List<TensorView> partialO, List<TensorView> partialLse, List<TensorView> out,
-                                LseMode mode) {
+    public PreparedCall prepare(List<? extends Tensor> partialO, List<? extends Tensor> partialLse,
+                                List<? extends Tensor> out, LseMode mode) {
         return prepare(partialO, partialLse, out, mode, ownStream);
     }
 
-    /** As {@link #prepare(List, List, List, LseMode)}, to run on {@code stream}. */
-    public KernelCall prepare(List<TensorView> partialO, List<TensorView> partialLse, List<TensorView> out,
-                              LseMode mode, CudaStream stream) {
+    /**
+     * As {@link #prepare(List, List, List, LseMode)}, to run on {@code stream}: {@link KernelCall#launch()} queues it
+     * there without waiting, also inside a capture the caller began on that stream.
+     */
+    public KernelCall prepare(List<? extends Tensor> partialO, List<? extends Tensor> partialLse,
+                              List<? extends Tensor> out, LseMode mode, CudaStream stream) {
+        Objects.requireNonNull(stream, "stream");
+        if (stream.device() != device) {
+            throw new IllegalArgumentException("stream must be on this group's " + device + "; got one on "
+                    + stream.device());
+        }
         state.requireUsable();
         List<ReduceCall> calls = LocalGroup.validateAll(partialO, partialLse, out, cpSize(),
                 workspaces.rank(0).workspaceBytes(), mode);
         binding.bind(stream);
         return new KernelCall(kernels, calls, views, stream, kernels.coResidentBlocks(), timeout, state);
+    }
+
+    /**
+     * One call with device tensors only ({@link DeviceTensor}), queued on {@code stream} after whatever it holds and
+     * not waited for: no host synchronisation and no copy. Every argument is checked (pointers with the driver)
+     * before anything is queued. A timeout is reported by {@link #checkStatus()} once the caller has synchronised
+     * with the stream; until then, outputs may still be being written.
+     */
+    public void enqueue(List<? extends Tensor> partialO, List<? extends Tensor> partialLse,
+                        List<? extends Tensor> out, LseMode mode, CudaStream stream) {
+        requireDevice("partial_o", partialO);
+        requireDevice("partial_lse", partialLse);
+        requireDevice("out", out);
+        device.run(() -> {
+            try (KernelCall call = prepare(partialO, partialLse, out, mode, stream)) {
+                call.launchOnce();
+            }
+        });
+    }
+
+    private static void requireDevice(String name, List<? extends Tensor> tensors) {
+        Objects.requireNonNull(tensors, name);
+        for (int r = 0; r < tensors.size(); r++) {
+            if (!(tensors.get(r) instanceof DeviceTensor)) {
+                throw new IllegalArgumentException(name + " of rank " + r + " must be a DeviceTensor for enqueue;"
+                        + " host views are copied, which needs a call that waits (reduceAll or prepare); got "
+                        + tensors.get(r));
+            }
+        }
+    }
+
+    /**
+     * One read of the group's status word, after the caller has synchronised with the stream its calls ran on
+     * (eager or in graph replays): if a wait gave up, the ranks' records are read and the first is raised, and the
+     * group stays poisoned until {@link #reset()}.
+     *
+     * @throws PeerTimeoutException naming the rank, source rank, row and line of the first wait that gave up
+     */
+    public void checkStatus() {
+        state.requireOpen();
+        state.check(views, timeout);
     }
 
     /** A call on {@code stream} in which only {@code ranks} take part (the others never send): the fault tests'. */
@@ -204,7 +257,7 @@ public final class CudaLoopbackEngine implements LocalGroup {
         if (!state.close()) {
             return;
         }
-        ownStream.synchronize();
+        device.synchronize();  // calls queued on callers' streams too
         ownStream.close();
         workspaces.close();
         kernels.close();

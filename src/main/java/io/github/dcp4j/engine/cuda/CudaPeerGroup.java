@@ -1,17 +1,15 @@
 package io.github.dcp4j.engine.cuda;
 
-import io.github.dcp4j.cuda.Cuda;
 import io.github.dcp4j.cuda.CudaDevice;
 import io.github.dcp4j.cuda.CudaStream;
 import io.github.dcp4j.engine.LocalGroup;
 import io.github.dcp4j.engine.PeerTimeoutException;
 import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.ReduceCall;
-import io.github.dcp4j.op.TensorView;
+import io.github.dcp4j.op.Tensor;
 import io.github.dcp4j.op.WorkspaceSpec;
 import io.github.dcp4j.peer.PeerAccessWorkspaces;
 import io.github.dcp4j.peer.PeerWorkspaces;
-import jcuda.driver.JCudaDriver;
 
 import java.time.Duration;
 import java.util.ArrayList;
@@ -94,8 +92,8 @@ public final class CudaPeerGroup implements LocalGroup {
     }
 
     @Override
-    public Prepared prepare(List<TensorView> partialO, List<TensorView> partialLse, List<TensorView> out,
-                            LseMode mode) {
+    public Prepared prepare(List<? extends Tensor> partialO, List<? extends Tensor> partialLse,
+                            List<? extends Tensor> out, LseMode mode) {
         state.requireUsable();
         List<ReduceCall> calls = LocalGroup.validateAll(partialO, partialLse, out, cpSize(),
                 views.getFirst().workspaceBytes(), mode);
@@ -138,11 +136,10 @@ public final class CudaPeerGroup implements LocalGroup {
         public void run() {
             state.requireUsable();
             for (KernelCall k : launches) {
-                k.device().run(k::launch);
+                k.launch();
             }
             for (KernelCall k : launches) {
-                k.device().run(() -> Cuda.check(JCudaDriver.cuStreamSynchronize(k.stream().handle()),
-                        "cuStreamSynchronize"));
+                k.stream().synchronize();
             }
             PeerTimeoutException failure = null;
             for (KernelCall k : launches) {

@@ -1,13 +1,12 @@
 package io.github.dcp4j.engine.cuda;
 
-import io.github.dcp4j.DcpLseReduce;
 import io.github.dcp4j.cuda.CudaDevice;
 import io.github.dcp4j.cuda.CudaStream;
 import io.github.dcp4j.engine.RankWorkspace;
 import io.github.dcp4j.layout.Ll128;
 import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.ReduceCall;
-import io.github.dcp4j.op.TensorView;
+import io.github.dcp4j.op.Tensor;
 import io.github.dcp4j.peer.GroupCheck;
 import io.github.dcp4j.peer.PeerWorkspaces;
 import io.github.dcp4j.rendezvous.Rendezvous;
@@ -37,10 +36,13 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
     private final CudaStream ownStream;
     private final StreamBinding binding = new StreamBinding();
     private final WorkspaceState state;
+    /** What closing the engine closes after it (the bootstrap's workspaces and rendezvous), or nothing. */
+    private final AutoCloseable owned;
 
-    private CudaRankEngine(PeerWorkspaces view, Rendezvous rendezvous, Duration timeout,
-                           int ranksSharingGpu) {
+    private CudaRankEngine(PeerWorkspaces view, Rendezvous rendezvous, Duration timeout, int ranksSharingGpu,
+                           AutoCloseable owned) {
         this.view = view;
+        this.owned = owned;
         this.rendezvous = rendezvous;
         this.timeout = timeout;
         this.kernels = new Kernels(view.device());
@@ -68,6 +70,12 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
      */
     public static CudaRankEngine open(PeerWorkspaces view, Rendezvous rendezvous, Duration timeout,
                                       int ranksSharingGpu) {
+        return open(view, rendezvous, timeout, ranksSharingGpu, () -> { });
+    }
+
+    /** As {@link #open(PeerWorkspaces, Rendezvous, Duration, int)}; closing the engine then closes {@code owned}. */
+    static CudaRankEngine open(PeerWorkspaces view, Rendezvous rendezvous, Duration timeout, int ranksSharingGpu,
+                               AutoCloseable owned) {
         Objects.requireNonNull(view, "view");
         Objects.requireNonNull(rendezvous, "rendezvous");
         CudaLoopbackEngine.requirePositive(timeout);
@@ -87,7 +95,7 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
         GroupCheck.agree(rendezvous, "engine-open", "opening the CUDA engine on " + view.provider() + " workspaces",
                 GroupCheck.Claim.of("protocol", Ll128.PROTOCOL_ID, "cp_size", view.cpSize(), "workspace_bytes",
                         view.workspaceBytes(), "timeout", timeout).withProblem(problem));
-        return new CudaRankEngine(view, rendezvous, timeout, ranksSharingGpu);
+        return new CudaRankEngine(view, rendezvous, timeout, ranksSharingGpu, owned);
     }
 
     @Override
@@ -137,19 +145,28 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
      *
      * @throws GroupCheck.MismatchException on every rank when any rank's arguments are invalid or disagree
      */
-    public KernelCall prepare(TensorView partialO, TensorView partialLse, TensorView out, int cpRank, int cpSize,
+    public KernelCall prepare(Tensor partialO, Tensor partialLse, Tensor out, int cpRank, int cpSize,
                               LseMode mode) {
         return prepare(partialO, partialLse, out, cpRank, cpSize, mode, ownStream);
     }
 
-    /** As {@link #prepare(TensorView, TensorView, TensorView, int, int, LseMode)}, to run on {@code stream}. */
-    public KernelCall prepare(TensorView partialO, TensorView partialLse, TensorView out, int cpRank, int cpSize,
+    /**
+     * As {@link #prepare(Tensor, Tensor, Tensor, int, int, LseMode)}, to run on {@code stream} (the caller's, see
+     * {@link CudaStream#wrap}): {@link KernelCall#launch()} queues it there without waiting, also inside a capture
+     * the caller began on that stream.
+     */
+    public KernelCall prepare(Tensor partialO, Tensor partialLse, Tensor out, int cpRank, int cpSize,
                               LseMode mode, CudaStream stream) {
+        Objects.requireNonNull(stream, "stream");
+        if (stream.device() != view.device()) {
+            throw new IllegalArgumentException("stream must be on this rank's " + view.device() + "; got one on "
+                    + stream.device());
+        }
         state.requireUsable();
         ReduceCall call = null;
         String problem = null;
         try {
-            call = DcpLseReduce.validate(partialO, partialLse, out, this, cpRank, cpSize, mode);
+            call = ReduceCall.validate(partialO, partialLse, out, cpRank, cpSize, mode, shape());
         } catch (IllegalArgumentException | NullPointerException e) {
             problem = "passed cp_rank " + cpRank + " / cp_size " + cpSize + ": " + e.getMessage();
         }
@@ -169,8 +186,7 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
 
     /** As {@link #execute}, from the arguments: checked on every rank before any launches. */
     @Override
-    public void reduce(TensorView partialO, TensorView partialLse, TensorView out, int cpRank, int cpSize,
-                       LseMode mode) {
+    public void reduce(Tensor partialO, Tensor partialLse, Tensor out, int cpRank, int cpSize, LseMode mode) {
         try (KernelCall c = prepare(partialO, partialLse, out, cpRank, cpSize, mode)) {
             c.run();
             c.readOutputs();
@@ -190,15 +206,25 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
         state.clearPoison();
     }
 
-    /** Frees the engine's stream and kernels; the workspaces stay the provider's. */
+    /**
+     * Frees the engine's stream and kernels; the workspaces stay the provider's, except for an engine from
+     * {@link RankSetup#openRank}, which closes its workspaces, GPU and rendezvous too.
+     */
     @Override
     public void close() {
         if (!state.close()) {
             return;
         }
-        ownStream.synchronize();
+        view.device().synchronize();  // calls queued on callers' streams too
         ownStream.close();
         kernels.close();
+        try {
+            owned.close();
+        } catch (RuntimeException e) {
+            throw e;
+        } catch (Exception e) {
+            throw new IllegalStateException("closing the rank's workspaces and rendezvous", e);
+        }
     }
 
     @Override

@@ -1,6 +1,5 @@
 package io.github.dcp4j.engine.cuda;
 
-import io.github.dcp4j.cuda.Cuda;
 import io.github.dcp4j.cuda.CudaDevice;
 import io.github.dcp4j.cuda.CudaStream;
 import io.github.dcp4j.cuda.DeviceBuffer;
@@ -10,10 +9,11 @@ import io.github.dcp4j.engine.PeerTimeoutException;
 import io.github.dcp4j.layout.KernelAbi;
 import io.github.dcp4j.layout.Ll128;
 import io.github.dcp4j.layout.WorkspaceLayout;
+import io.github.dcp4j.op.DeviceTensor;
 import io.github.dcp4j.op.ReduceCall;
+import io.github.dcp4j.op.Tensor;
 import io.github.dcp4j.op.TensorView;
 import io.github.dcp4j.peer.PeerWorkspaces;
-import jcuda.driver.JCudaDriver;
 
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -23,9 +23,19 @@ import java.util.List;
 
 /**
  * One prepared launch of the LL128 kernel on one GPU, for one or more ranks (all of a loopback group, or the one rank
- * of this process): every launched rank's inputs on the device (as they lie in host memory, strides kept), its output
- * buffer, and the launch parameter, which carries everything by value (KernelAbi). {@link #launch()} queues the
- * launch on the call's stream (it can be captured into a CUDA graph); {@link #run()} launches, waits and checks.
+ * of this process), and the launch parameter, which carries everything by value (KernelAbi). Device tensors
+ * ({@link DeviceTensor}) are read and written in place, after the driver has confirmed that each is device memory
+ * this GPU may use and lies inside one allocation; host views ({@link TensorView}, the convenience path) are copied
+ * to the device here as they lie (strides kept) and their outputs copied back by {@link #readOutputs()}.
+ * {@link #launch()} queues the launch on the call's stream, after whatever the stream holds, with no host
+ * synchronisation (inside a capture it lands in the caller's graph, which then reads the device tensors' contents
+ * at each replay); {@link #run()} launches, waits and checks.
+ *
+ * <p>The launch allows programmatic dependent launch (KernelLaunch): the kernel waits for the stream's earlier work
+ * before it reads anything, and the next kernel on the stream may be scheduled before this one ends, so a kernel
+ * queued after it that itself uses programmatic dependent launch must execute {@code griddepcontrol.wait} (
+ * {@code cudaGridDependencySynchronize}) before it reads this call's outputs; a kernel launched without the
+ * attribute is ordered after this one as usual.
  *
  * <p>Every block of the protocol must be resident at once, and the launch is not cooperative (docs/CUDA.md): the grid
  * is kept within the block budget it is given, the same bound a cooperative launch would check.
@@ -37,14 +47,21 @@ public final class KernelCall implements LocalGroup.PreparedCall {
     private final CudaStream stream;
     private final Duration timeout;
     private final WorkspaceState state;
+    /** Device copies of host views, freed on close. */
     private final List<DeviceBuffer> buffers = new ArrayList<>();
-    private final List<DeviceBuffer> outputs = new ArrayList<>();
+    /** Host outputs and the device buffers the kernel writes them into. */
+    private final List<HostOutput> hostOutputs = new ArrayList<>();
     private final GridPlan plan;
     private final boolean earlyDependents;
     private final boolean streamInputs;
-    private final KernelLaunch launch;
-    private final KernelLaunch launchEmpty;
+    private final int grid;
+    private final byte[] args;
+    private KernelLaunch launch;
+    private KernelLaunch launchEmpty;
     private boolean closed;
+
+    private record HostOutput(TensorView view, DeviceBuffer buffer) {
+    }
 
     /**
      * @param calls       the launched ranks' calls, validated
@@ -63,29 +80,19 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         this.timeout = timeout;
         this.state = state;
         ReduceCall first = calls.getFirst();
-        WorkspaceLayout layout = WorkspaceLayout.forWorkspace(views.getFirst().workspaceBytes(), first.cpSize(),
-                first.row());
+        WorkspaceLayout layout = first.layout();
         GridPlan.Tuning tuning = GridPlan.Tuning.fromSystemProperty();
         this.plan = GridPlan.of(first.rows(), blockBudget / calls.size(), tuning);
         long inputBytes = (long) calls.size() * first.rows() * first.cpSize() * first.row().dataBytes();
         this.streamInputs = GridPlan.streamInputs(inputBytes, kernels.device().l2Bytes(), tuning);
-        int grid = plan.blocksPerRank() * calls.size();
+        this.grid = plan.blocksPerRank() * calls.size();
         // The next call's blocks may start early only where they fit beside this call's within the budget: the
         // budget is this launch's share of the GPU, so early blocks of every launch sharing the GPU never take the
         // slots a launch that has not started yet needs (its peers would wait for it until their timeouts).
         this.earlyDependents = 2 * grid <= blockBudget;
-        int capacity = KernelAbi.capacityFor(calls.size());
-        KernelLaunch op = null;
         try {
-            byte[] args = launchArgs(capacity, first, layout);
-            op = new KernelLaunch(kernels.kernel(first.dtype(), first.mode(), capacity), grid, Ll128.BLOCK_THREADS,
-                    args, stream);
-            this.launchEmpty = new KernelLaunch(kernels.empty(capacity), grid, Ll128.BLOCK_THREADS, args, stream);
-            this.launch = op;
+            this.args = launchArgs(KernelAbi.capacityFor(calls.size()), first, layout);
         } catch (RuntimeException e) {
-            if (op != null) {
-                op.close();
-            }
             closeBuffers();
             throw e;
         }
@@ -152,17 +159,16 @@ public final class KernelCall implements LocalGroup.PreparedCall {
     /** Writes one rank's arguments; returns whether all its rows start 16-byte aligned. */
     private boolean writeRankArgs(ByteBuffer b, int base, ReduceCall call) {
         int elem = call.dtype().bytes();
-        DeviceBuffer o = uploadView(call.partialO());
-        DeviceBuffer lse = uploadView(call.partialLse());
-        DeviceBuffer out = DeviceBuffer.allocate(device(), call.out().numel() * elem);
-        buffers.add(out);
-        outputs.add(out);
+        String rank = " of rank " + call.cpRank();
+        long o = inputAddress(call.partialO(), "partial_o" + rank);
+        long lse = inputAddress(call.partialLse(), "partial_lse" + rank);
+        long out = outputAddress(call.out(), "out" + rank);
         long[] os = call.oStrides();
         long[] ls = call.lseStrides();
         List<KernelAbi.Field> f = KernelAbi.RANK_ARGS;
-        put(b, base, f, "partial_o", o.address());
-        put(b, base, f, "partial_lse", lse.address());
-        put(b, base, f, "out", out.address());
+        put(b, base, f, "partial_o", o);
+        put(b, base, f, "partial_lse", lse);
+        put(b, base, f, "out", out);
         put(b, base, f, "o_stride_token", os[0]);
         put(b, base, f, "o_stride_head", os[1]);
         put(b, base, f, "o_stride_peer", os[2]);
@@ -170,7 +176,7 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         put(b, base, f, "lse_stride_head", ls[1]);
         put(b, base, f, "lse_stride_peer", ls[2]);
         put(b, base, f, "rank", call.cpRank());
-        boolean aligned = (o.address() | out.address()) % 16 == 0;
+        boolean aligned = (o | out) % 16 == 0;
         for (long s : os) {
             aligned &= s * elem % 16 == 0;
         }
@@ -179,6 +185,32 @@ public final class KernelCall implements LocalGroup.PreparedCall {
 
     private static void put(ByteBuffer b, int base, List<KernelAbi.Field> fields, String name, long value) {
         b.putLong(base + KernelAbi.offset(fields, name), value);
+    }
+
+    /** The device address of an input's first element: a device tensor's own, once checked, or a host view's copy. */
+    private long inputAddress(Tensor tensor, String name) {
+        return switch (tensor) {
+            case DeviceTensor d -> checked(d, name);
+            case TensorView v -> uploadView(v).address();
+        };
+    }
+
+    /** The device address the kernel writes an output to: a device tensor's own, or a buffer read back later. */
+    private long outputAddress(Tensor tensor, String name) {
+        return switch (tensor) {
+            case DeviceTensor d -> checked(d, name);
+            case TensorView v -> {
+                DeviceBuffer buffer = DeviceBuffer.allocate(device(), v.numel() * v.dtype().bytes());
+                buffers.add(buffer);
+                hostOutputs.add(new HostOutput(v, buffer));
+                yield buffer.address();
+            }
+        };
+    }
+
+    private long checked(DeviceTensor d, String name) {
+        device().requireDeviceSpan(name, d.firstByte(), d.spanBytes(), d.device());
+        return d.firstByte();
     }
 
     /** Copies the elements a view spans (from its first to its last element) to the device; strides are kept. */
@@ -192,16 +224,47 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         return d;
     }
 
-    /** Queues the launch on the call's stream; call on the device thread (e.g. inside a graph capture). */
+    /**
+     * Queues the launch on the call's stream, from any thread, without waiting (inside a capture the caller began on
+     * that stream, the launch becomes a node of the caller's graph). After the stream has run it, {@link
+     * #checkStatus()} says whether it completed.
+     */
     public void launch() {
         requireOpen();
-        launch.queue();
+        device().run(() -> {
+            if (launch == null) {
+                launch = new KernelLaunch(kernels.kernel(calls.getFirst().dtype(), calls.getFirst().mode(),
+                        KernelAbi.capacityFor(calls.size())), grid, Ll128.BLOCK_THREADS, args, stream);
+            }
+            launch.queue();
+        });
     }
 
-    /** Queues the launch floor: the empty kernel with this call's grid, block and arguments (on the device thread). */
+    /** Queues the launch floor: the empty kernel with this call's grid, block and arguments. */
     public void launchEmpty() {
         requireOpen();
-        launchEmpty.queue();
+        device().run(() -> {
+            if (launchEmpty == null) {
+                launchEmpty = new KernelLaunch(kernels.empty(KernelAbi.capacityFor(calls.size())), grid,
+                        Ll128.BLOCK_THREADS, args, stream);
+            }
+            launchEmpty.queue();
+        });
+    }
+
+    /**
+     * Queues the launch once, on the device thread, with launch structures that live only for this call (no shared
+     * memory arena to set up and tear down): the eager path of device tensors.
+     */
+    void launchOnce() {
+        requireOpen();
+        KernelLaunch.queueOnce(kernels.kernel(calls.getFirst().dtype(), calls.getFirst().mode(),
+                KernelAbi.capacityFor(calls.size())), grid, Ll128.BLOCK_THREADS, args, stream);
+    }
+
+    /** Whether every tensor of the call is device memory (nothing to copy, nothing to free after the launch). */
+    boolean deviceOnly() {
+        return buffers.isEmpty();
     }
 
     /** The stream this call runs on. */
@@ -213,10 +276,8 @@ public final class KernelCall implements LocalGroup.PreparedCall {
     @Override
     public void run() {
         state.requireUsable();
-        device().run(() -> {
-            launch();
-            Cuda.check(JCudaDriver.cuStreamSynchronize(stream.handle()), "cuStreamSynchronize");
-        });
+        launch();
+        stream.synchronize();
         checkStatus();
     }
 
@@ -229,33 +290,17 @@ public final class KernelCall implements LocalGroup.PreparedCall {
      * @throws PeerTimeoutException naming the rank, source rank, row and line of the first wait that gave up
      */
     public void checkStatus() {
-        if (!state.statusFailed()) {
-            return;
-        }
-        PeerTimeoutException failure = null;
-        for (PeerWorkspaces view : views) {
-            PeerTimeoutException e = OwnWorkspace.timeoutRecord(view, timeout);
-            if (e != null) {
-                if (failure == null) {
-                    failure = e;
-                } else {
-                    failure.addSuppressed(e);
-                }
-            }
-        }
-        if (failure != null) {
-            state.poison(failure);
-            throw failure;
-        }
+        state.check(views, timeout);
     }
 
+    /** Copies the host outputs back (after a run, or after the stream has run the launches); device outputs are. */
     @Override
     public void readOutputs() {
         requireOpen();
-        for (int i = 0; i < calls.size(); i++) {
-            TensorView out = calls.get(i).out();
+        for (HostOutput h : hostOutputs) {
+            TensorView out = h.view();
             long bytes = out.numel() * out.dtype().bytes();
-            outputs.get(i).copyTo(0, out.memory().asSlice(out.offset() * out.dtype().bytes(), bytes));
+            h.buffer().copyTo(0, out.memory().asSlice(out.offset() * out.dtype().bytes(), bytes));
         }
     }
 
@@ -271,9 +316,15 @@ public final class KernelCall implements LocalGroup.PreparedCall {
             return;
         }
         closed = true;
-        stream.synchronize();
-        launch.close();
-        launchEmpty.close();
+        if (!buffers.isEmpty()) {
+            stream.synchronize();  // the copies are freed: no launch that reads or writes them may still run
+        }
+        if (launch != null) {
+            launch.close();
+        }
+        if (launchEmpty != null) {
+            launchEmpty.close();
+        }
         closeBuffers();
     }
 

@@ -4,9 +4,12 @@ import io.github.dcp4j.cuda.CudaDevice;
 import io.github.dcp4j.cuda.MappedHostBuffer;
 import io.github.dcp4j.engine.PeerTimeoutException;
 import io.github.dcp4j.layout.Ll128;
+import io.github.dcp4j.peer.PeerWorkspaces;
 
 import java.lang.foreign.ValueLayout;
 import java.lang.invoke.VarHandle;
+import java.time.Duration;
+import java.util.List;
 
 /**
  * Whether a group's workspaces may take a call: not once closed, and not after a failed call until a reset (a timed
@@ -60,8 +63,31 @@ final class WorkspaceState {
         return (int) STATUS.getAcquire(status.memory(), 0L) != 0;
     }
 
-    void poison(PeerTimeoutException failure) {
-        poison = failure;
+    /**
+     * After the launches of {@code views}' ranks have run: one read of the status word; if a launch reported a
+     * failure, the ranks' records are read and the first one is raised (the others suppressed in it), and the
+     * workspaces are poisoned until their reset. (A group whose launches span several GPUs shares one status word:
+     * views whose ranks recorded nothing return.)
+     */
+    void check(List<PeerWorkspaces> views, Duration timeout) {
+        if (!statusFailed()) {
+            return;
+        }
+        PeerTimeoutException failure = null;
+        for (PeerWorkspaces view : views) {
+            PeerTimeoutException e = OwnWorkspace.timeoutRecord(view, timeout);
+            if (e != null) {
+                if (failure == null) {
+                    failure = e;
+                } else {
+                    failure.addSuppressed(e);
+                }
+            }
+        }
+        if (failure != null) {
+            poison = failure;
+            throw failure;
+        }
     }
 
     /** After the workspaces were re-zeroed: the status word and the poison are cleared. */

@@ -1,6 +1,5 @@
 package io.github.dcp4j.engine.cuda;
 
-import io.github.dcp4j.DcpLseReduce;
 import io.github.dcp4j.Tensors;
 import io.github.dcp4j.cuda.Cuda;
 import io.github.dcp4j.cuda.CudaDevice;
@@ -16,6 +15,7 @@ import io.github.dcp4j.op.DType;
 import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.ReduceCall;
 import io.github.dcp4j.op.TensorView;
+import io.github.dcp4j.op.WorkspaceShape;
 import io.github.dcp4j.op.WorkspaceSpec;
 import io.github.dcp4j.reference.Fp64Oracle;
 import org.junit.jupiter.api.AfterAll;
@@ -359,8 +359,8 @@ class CudaLoopbackEngineTest {
             List<TensorView> out = Tensors.outputs(arena, g);
             List<ReduceCall> calls = new ArrayList<>();
             for (int r = 0; r < cp; r++) {
-                calls.add(DcpLseReduce.validate(g.partialO().get(r), g.partialLse().get(r), out.get(r), cp, r,
-                        spec.bytes(), r, cp, LseMode.BASE2));
+                calls.add(ReduceCall.validate(g.partialO().get(r), g.partialLse().get(r), out.get(r), r, cp,
+                        LseMode.BASE2, new WorkspaceShape(cp, r, spec.bytes())));
             }
             long start = System.nanoTime();
             try (KernelCall call = gpu.prepareRanks(calls, new int[] {0, 1, 2, 3, 4, 6, 7})) {
@@ -410,8 +410,8 @@ class CudaLoopbackEngineTest {
             List<TensorView> out = Tensors.outputs(arena, g);
             List<ReduceCall> calls = new ArrayList<>();
             for (int r = 0; r < cp; r++) {
-                calls.add(DcpLseReduce.validate(g.partialO().get(r), g.partialLse().get(r), out.get(r), cp, r,
-                        spec.bytes(), r, cp, LseMode.BASE2));
+                calls.add(ReduceCall.validate(g.partialO().get(r), g.partialLse().get(r), out.get(r), r, cp,
+                        LseMode.BASE2, new WorkspaceShape(cp, r, spec.bytes())));
             }
             try (KernelCall partial = gpu.prepareRanks(calls, withoutRank2, stream);
                  CudaGraph graph = CudaGraph.capture(stream, partial::launch)) {
@@ -520,8 +520,8 @@ class CudaLoopbackEngineTest {
             List<TensorView> out = Tensors.outputs(arena, g);
             List<ReduceCall> calls = new ArrayList<>();
             for (int r = 0; r < cp; r++) {
-                calls.add(DcpLseReduce.validate(g.partialO().get(r), g.partialLse().get(r), out.get(r), cp, r,
-                        spec.bytes(), r, cp, LseMode.BASE2));
+                calls.add(ReduceCall.validate(g.partialO().get(r), g.partialLse().get(r), out.get(r), r, cp,
+                        LseMode.BASE2, new WorkspaceShape(cp, r, spec.bytes())));
             }
             try (KernelCall call = gpu.prepareRanks(calls, new int[] {1})) {
                 assertThrows(PeerTimeoutException.class, call::run);

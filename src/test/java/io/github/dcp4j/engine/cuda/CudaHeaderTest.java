@@ -1,5 +1,7 @@
-package io.github.dcp4j.layout;
+package io.github.dcp4j.engine.cuda;
 
+import io.github.dcp4j.layout.KernelAbi;
+import io.github.dcp4j.layout.Ll128;
 import io.github.dcp4j.op.WeightExp;
 import org.junit.jupiter.api.Test;
 

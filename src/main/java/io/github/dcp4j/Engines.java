@@ -1,0 +1,98 @@
+package io.github.dcp4j;
+
+import io.github.dcp4j.cuda.Cuda;
+import io.github.dcp4j.engine.LocalGroup;
+import io.github.dcp4j.engine.cpu.CpuEngine;
+import io.github.dcp4j.engine.cuda.CudaLoopbackEngine;
+import io.github.dcp4j.engine.cuda.CudaRankEngine;
+import io.github.dcp4j.engine.cuda.RankSetup;
+import io.github.dcp4j.op.WorkspaceSpec;
+
+import java.time.Duration;
+import java.util.Objects;
+import java.util.function.Consumer;
+
+/**
+ * Opens the op's engines by name, as the CLI does: a group of every rank in this process ({@link #openGroup}), or
+ * this process as one rank of a multi-process group from its environment ({@link #openRank}).
+ */
+public final class Engines {
+    private Engines() {
+    }
+
+    /** Which engine runs a group of ranks in this process. */
+    public enum Choice {
+        /** The CUDA engine when a driver and a GPU are present, the CPU engine otherwise. */
+        AUTO("auto"),
+        /** Ranks as platform threads (no GPU needed). */
+        CPU("cpu"),
+        /** Every rank in one launch on GPU 0 (loopback). */
+        CUDA("cuda");
+
+        private final String spelling;
+
+        Choice(String spelling) {
+            this.spelling = spelling;
+        }
+
+        /** The name the CLI and the reports use. */
+        public String spelling() {
+            return spelling;
+        }
+
+        /** The choice named {@code name} ({@code auto}, {@code cpu} or {@code cuda}). */
+        public static Choice parse(String name) {
+            for (Choice c : values()) {
+                if (c.spelling.equals(name)) {
+                    return c;
+                }
+            }
+            throw new IllegalArgumentException("engine must be auto, cpu or cuda; got '" + name + "'");
+        }
+    }
+
+    /**
+     * What a choice comes to here: the engine ({@link Choice#CPU} or {@link Choice#CUDA}) and why.
+     *
+     * @param engine the engine that runs
+     * @param reason why: "asked for", or what was found on this machine
+     */
+    public record Resolved(Choice engine, String reason) {
+    }
+
+    /** The engine {@code choice} opens on this machine, and why ({@code auto} asks the driver, once). */
+    public static Resolved resolve(Choice choice) {
+        Objects.requireNonNull(choice, "choice");
+        Cuda.Availability a = Cuda.availability();
+        return switch (choice) {
+            case CPU -> new Resolved(Choice.CPU, "asked for");
+            case CUDA -> new Resolved(Choice.CUDA, a.available() ? "asked for" : "asked for, but " + a.reason());
+            case AUTO -> a.available()
+                    ? new Resolved(Choice.CUDA, "a CUDA driver and " + a.deviceCount() + " GPU(s) are present")
+                    : new Resolved(Choice.CPU, "no GPU engine here: " + a.reason());
+        };
+    }
+
+    /** A group of every rank of {@code spec} in this process, on the engine {@code choice} resolves to. */
+    public static LocalGroup openGroup(Choice choice, WorkspaceSpec spec, Duration timeout) {
+        return switch (resolve(choice).engine()) {
+            case CUDA -> CudaLoopbackEngine.open(0, spec, timeout);
+            default -> CpuEngine.open(spec, timeout);
+        };
+    }
+
+    /** Whether this process was started as one rank of a multi-process group ({@code launch}, torchrun). */
+    public static boolean rankInEnvironment() {
+        return RankSetup.inEnvironment();
+    }
+
+    /**
+     * This process as one rank of a group started by {@code dcp4j launch} or torchrun (collective): the rendezvous
+     * from RANK, WORLD_SIZE and MASTER_ADDR / MASTER_PORT (or DCP4J_RENDEZVOUS_DIR), the GPU from LOCAL_RANK, CUDA
+     * IPC workspaces sized by {@code spec}, and the engine on them; closing the engine closes the rest.
+     * {@code log} gets one line naming the rank, its GPU and the rendezvous.
+     */
+    public static CudaRankEngine openRank(WorkspaceSpec spec, Duration timeout, Consumer<String> log) {
+        return RankSetup.openRank(spec, timeout, log);
+    }
+}

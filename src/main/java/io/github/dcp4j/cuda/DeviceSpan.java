@@ -1,0 +1,86 @@
+package io.github.dcp4j.cuda;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.Linker;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.SymbolLookup;
+import java.lang.invoke.MethodHandle;
+
+import static java.lang.foreign.ValueLayout.ADDRESS;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+
+/**
+ * What the driver knows of a device address: the kind of memory, its GPU and the allocation that holds it, from one
+ * {@code cuPointerGetAttributes} call (FFM, in the libcuda JCuda uses; JCuda binds only the one-attribute form, and
+ * not for every attribute). Used to refuse a caller's pointer before anything is launched with it.
+ *
+ * @param memoryType    {@code CUmemorytype}: {@link #DEVICE} for device memory, {@link #HOST} for pinned host memory
+ * @param deviceOrdinal the GPU whose memory it is
+ * @param rangeStart    the first byte of the allocation that holds the address
+ * @param rangeBytes    the allocation's size in bytes
+ */
+public record DeviceSpan(int memoryType, int deviceOrdinal, long rangeStart, long rangeBytes) {
+    /** {@code CUmemorytype} values (cuda.h 13.0). */
+    public static final int HOST = 1;
+    public static final int DEVICE = 2;
+
+    /** {@code CUpointer_attribute} values (cuda.h 13.0), in the order the attributes are asked for. */
+    private static final int[] ATTRIBUTES = {
+        2,   // CU_POINTER_ATTRIBUTE_MEMORY_TYPE: u32
+        9,   // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: i32
+        11,  // CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: u64
+        12,  // CU_POINTER_ATTRIBUTE_RANGE_SIZE: u64
+    };
+    /** The memory type the driver reports for an address it knows no allocation at (its attributes' default). */
+    private static final int UNKNOWN = 0;
+    /** {@code CUDA_ERROR_INVALID_VALUE}: the one-attribute form's answer where it knows no allocation. */
+    private static final int INVALID_VALUE = 1;
+
+    /** Looked up on first use only, so that loading this class needs no driver. */
+    private static final class Driver {
+        static final MethodHandle GET_ATTRIBUTES = Linker.nativeLinker().downcallHandle(
+                SymbolLookup.libraryLookup("libcuda.so.1", Arena.global()).find("cuPointerGetAttributes")
+                        .orElseThrow(() -> new IllegalStateException("libcuda has no cuPointerGetAttributes")),
+                FunctionDescriptor.of(JAVA_INT, JAVA_INT, ADDRESS, ADDRESS, JAVA_LONG));
+    }
+
+    /**
+     * The driver's view of {@code address}, or null where it knows no allocation there (host memory that CUDA did
+     * not allocate or register, a freed allocation, another process's address). Call on a device thread.
+     */
+    public static DeviceSpan query(long address) {
+        try (Arena arena = Arena.ofConfined()) {
+            MemorySegment attributes = arena.allocateFrom(JAVA_INT, ATTRIBUTES);
+            MemorySegment values = arena.allocate(JAVA_LONG, ATTRIBUTES.length);  // one 8-byte slot each
+            MemorySegment data = arena.allocate(ADDRESS, ATTRIBUTES.length);
+            for (int i = 0; i < ATTRIBUTES.length; i++) {
+                data.setAtIndex(ADDRESS, i, values.asSlice(i * JAVA_LONG.byteSize()));
+            }
+            int result;
+            try {
+                result = (int) Driver.GET_ATTRIBUTES.invokeExact(ATTRIBUTES.length, attributes, data, address);
+            } catch (RuntimeException | Error e) {
+                throw e;
+            } catch (Throwable t) {
+                throw new IllegalStateException("cuPointerGetAttributes", t);
+            }
+            if (result == INVALID_VALUE) {
+                return null;
+            }
+            Cuda.check(result, "cuPointerGetAttributes(0x" + Long.toHexString(address) + ")");
+            int type = values.getAtIndex(JAVA_INT, 0);
+            if (type == UNKNOWN) {
+                return null;
+            }
+            int ordinal = values.getAtIndex(JAVA_INT, 2);
+            return new DeviceSpan(type, ordinal, values.getAtIndex(JAVA_LONG, 2), values.getAtIndex(JAVA_LONG, 3));
+        }
+    }
+
+    /** Whether {@code bytes} from {@code first} lie inside this allocation. */
+    public boolean contains(long first, long bytes) {
+        return first >= rangeStart && bytes >= 0 && first - rangeStart <= rangeBytes - bytes;
+    }
+}

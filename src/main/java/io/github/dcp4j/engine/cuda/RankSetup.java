@@ -1,0 +1,143 @@
+package io.github.dcp4j.engine.cuda;
+
+import io.github.dcp4j.cuda.Cuda;
+import io.github.dcp4j.cuda.CudaDevice;
+import io.github.dcp4j.op.WorkspaceSpec;
+import io.github.dcp4j.peer.IpcWorkspaces;
+import io.github.dcp4j.rendezvous.Rendezvous;
+
+import java.time.Duration;
+import java.util.Map;
+import java.util.Objects;
+import java.util.function.Consumer;
+
+/**
+ * This process as one rank of a group started by {@code dcp4j launch}, torchrun or a batch scheduler: the rendezvous
+ * from the environment (RANK, WORLD_SIZE, MASTER_ADDR / MASTER_PORT or DCP4J_RENDEZVOUS_DIR, see
+ * {@link Rendezvous#fromEnvironment}), the GPU {@code LOCAL_RANK mod GPUs}, and how many ranks share that GPU
+ * ({@code ceil(LOCAL_WORLD_SIZE / GPUs)}). {@link #openRank} is the whole bootstrap in one call; the parts are open
+ * for callers that size several workspaces on one rendezvous.
+ */
+public final class RankSetup implements AutoCloseable {
+    /** Ranks of this node (torchrun's name); with LOCAL_RANK it picks the GPU. */
+    public static final String LOCAL_WORLD_SIZE = "LOCAL_WORLD_SIZE";
+    public static final String LOCAL_RANK = "LOCAL_RANK";
+
+    private final Rendezvous rendezvous;
+    private final CudaDevice device;
+    private final int ranksSharingGpu;
+
+    private RankSetup(Rendezvous rendezvous, CudaDevice device, int ranksSharingGpu) {
+        this.rendezvous = rendezvous;
+        this.device = device;
+        this.ranksSharingGpu = ranksSharingGpu;
+    }
+
+    /** Whether this process was started as a rank of a multi-process group. */
+    public static boolean inEnvironment() {
+        return Rendezvous.inEnvironment(System.getenv());
+    }
+
+    /**
+     * How long a rank waits at the rendezvous when its peers' kernels wait {@code kernelTimeout}: long enough for a
+     * peer whose kernel is timing out (on a GPU it shares in time slices) to arrive.
+     */
+    public static Duration rendezvousTimeout(Duration kernelTimeout) {
+        return kernelTimeout.multipliedBy(3).plusSeconds(10);
+    }
+
+    /**
+     * This rank, from the environment (collective: joins the rendezvous); {@code timeout} is the kernel's (see
+     * {@link #rendezvousTimeout}). {@code log} receives one line naming the rank, its GPU and the rendezvous.
+     *
+     * @throws IllegalStateException where no GPU can be used (with the driver's reason)
+     */
+    public static RankSetup fromEnvironment(Duration timeout, Consumer<String> log) {
+        Objects.requireNonNull(log, "log");
+        Map<String, String> env = System.getenv();
+        Rendezvous rendezvous = Rendezvous.fromEnvironment(env, rendezvousTimeout(timeout));
+        try {
+            Cuda.Availability a = Cuda.availability();
+            if (!a.available()) {
+                throw new IllegalStateException("rank " + rendezvous.rank() + " needs a GPU: " + a.reason());
+            }
+            int world = rendezvous.worldSize();
+            int local = Integer.parseInt(env.getOrDefault(LOCAL_RANK, "" + rendezvous.rank()));
+            int localWorld = Integer.parseInt(env.getOrDefault(LOCAL_WORLD_SIZE, "" + world));
+            int gpus = a.deviceCount();
+            int sharing = (localWorld + gpus - 1) / gpus;
+            CudaDevice device = CudaDevice.open(local % gpus);
+            log.accept(String.format("rank %d of %d (pid %d): %s, %d rank(s) per GPU, rendezvous %s",
+                    rendezvous.rank(), world, ProcessHandle.current().pid(), device, sharing, rendezvous.describe()));
+            return new RankSetup(rendezvous, device, sharing);
+        } catch (RuntimeException e) {
+            rendezvous.close();
+            throw e;
+        }
+    }
+
+    /**
+     * The whole bootstrap (collective): this rank from the environment, CUDA IPC workspaces sized by {@code spec},
+     * and the rank engine on them, which closes the workspaces, the GPU and the rendezvous after itself.
+     */
+    public static CudaRankEngine openRank(WorkspaceSpec spec, Duration timeout, Consumer<String> log) {
+        Objects.requireNonNull(spec, "spec");
+        RankSetup setup = fromEnvironment(timeout, log);
+        IpcWorkspaces workspaces = null;
+        try {
+            workspaces = setup.openWorkspaces(spec.bytes());
+            IpcWorkspaces opened = workspaces;
+            return CudaRankEngine.open(workspaces, setup.rendezvous, timeout, setup.ranksSharingGpu, () -> {
+                opened.close();
+                setup.close();
+            });
+        } catch (RuntimeException e) {
+            if (workspaces != null) {
+                workspaces.close();
+            }
+            setup.close();
+            throw e;
+        }
+    }
+
+    public Rendezvous rendezvous() {
+        return rendezvous;
+    }
+
+    public int rank() {
+        return rendezvous.rank();
+    }
+
+    public int worldSize() {
+        return rendezvous.worldSize();
+    }
+
+    public CudaDevice device() {
+        return device;
+    }
+
+    /** Ranks whose kernels share this rank's GPU. */
+    public int ranksSharingGpu() {
+        return ranksSharingGpu;
+    }
+
+    /** This rank's CUDA IPC workspaces of {@code bytes} (collective). */
+    public IpcWorkspaces openWorkspaces(long bytes) {
+        return IpcWorkspaces.open(device, bytes, rendezvous);
+    }
+
+    /** The rank engine over {@code workspaces} (collective); close it before the workspaces. */
+    public CudaRankEngine openEngine(IpcWorkspaces workspaces, Duration timeout) {
+        return CudaRankEngine.open(workspaces, rendezvous, timeout, ranksSharingGpu);
+    }
+
+    /** Closes the GPU and leaves the rendezvous. */
+    @Override
+    public void close() {
+        try {
+            device.close();
+        } finally {
+            rendezvous.close();
+        }
+    }
+}
