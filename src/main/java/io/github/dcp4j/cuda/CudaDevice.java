@@ -8,6 +8,8 @@ import jcuda.driver.JCudaDriver;
 
 import java.lang.foreign.MemorySegment;
 import java.nio.charset.StandardCharsets;
+import java.util.Map;
+import java.util.TreeMap;
 import java.util.concurrent.Callable;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
@@ -31,6 +33,8 @@ public final class CudaDevice implements AutoCloseable {
     private final int multiprocessors;
     private final long l2Bytes;
     private volatile boolean closed;
+    /** Allocations the driver vouched for, by their first byte (requireDeviceSpan). */
+    private final TreeMap<Long, DeviceSpan> allocations = new TreeMap<>();
 
     private CudaDevice(int ordinal) {
         this.ordinal = ordinal;
@@ -167,8 +171,17 @@ public final class CudaDevice implements AutoCloseable {
      * inside one allocation, on GPU {@code declaredOrdinal}: refused with an {@link IllegalArgumentException} that
      * names {@code argument} otherwise (host memory, a freed or foreign pointer, a span past the allocation's end,
      * another GPU than declared, a GPU without peer access from this one).
+     *
+     * <p>The driver is asked once per allocation: an allocation that passed is remembered (up to
+     * {@link #REMEMBERED_ALLOCATIONS}), and a later span inside it is accepted without a driver call, so an eager call
+     * on the same tensors costs no query. {@link DeviceBuffer#close()} forgets its own allocation; memory freed by
+     * other means must be forgotten with {@link #forgetAllocation} before its address could be passed again.
      */
     public void requireDeviceSpan(String argument, long first, long bytes, int declaredOrdinal) {
+        DeviceSpan known = rememberedSpan(first);
+        if (known != null && known.deviceOrdinal() == declaredOrdinal && known.contains(first, bytes)) {
+            return;
+        }
         DeviceSpan span = call(() -> DeviceSpan.query(first));
         String at = argument + " at 0x" + Long.toHexString(first);
         if (span == null) {
@@ -176,9 +189,9 @@ public final class CudaDevice implements AutoCloseable {
                     + " allocation or another process's address; pass device memory (or a TensorView for host memory)");
         }
         if (span.memoryType() != DeviceSpan.DEVICE) {
-            throw new IllegalArgumentException(at + " is " + (span.memoryType() == DeviceSpan.HOST ? "host" : "not device")
-                    + " memory (CUmemorytype " + span.memoryType() + "); pass device memory (or a TensorView for host"
-                    + " memory)");
+            throw new IllegalArgumentException(at + " is " + (span.memoryType() == DeviceSpan.HOST ? "host" : "not")
+                    + " device memory (CUmemorytype " + span.memoryType() + "); pass device memory (or a TensorView"
+                    + " for host memory)");
         }
         if (span.deviceOrdinal() != declaredOrdinal) {
             throw new IllegalArgumentException(at + " is memory of GPU " + span.deviceOrdinal() + ", declared as GPU "
@@ -192,6 +205,33 @@ public final class CudaDevice implements AutoCloseable {
             throw new IllegalArgumentException(at + " spans " + bytes + " bytes, past the end of its allocation [0x"
                     + Long.toHexString(span.rangeStart()) + ", 0x" + Long.toHexString(span.rangeStart()
                     + span.rangeBytes()) + ")");
+        }
+        remember(span);
+    }
+
+    /** Allocations {@link #requireDeviceSpan} remembers at most; beyond, it starts over. */
+    public static final int REMEMBERED_ALLOCATIONS = 1024;
+
+    private synchronized DeviceSpan rememberedSpan(long address) {
+        Map.Entry<Long, DeviceSpan> e = allocations.floorEntry(address);
+        return e == null ? null : e.getValue();
+    }
+
+    private synchronized void remember(DeviceSpan span) {
+        if (allocations.size() >= REMEMBERED_ALLOCATIONS) {
+            allocations.clear();
+        }
+        allocations.put(span.rangeStart(), span);
+    }
+
+    /**
+     * Forgets the allocation that holds {@code address}, if {@link #requireDeviceSpan} remembered one: call it after
+     * freeing memory the op was given, so that its address is asked about anew.
+     */
+    public synchronized void forgetAllocation(long address) {
+        Map.Entry<Long, DeviceSpan> e = allocations.floorEntry(address);
+        if (e != null && e.getValue().contains(address, 0)) {
+            allocations.remove(e.getKey());
         }
     }
 

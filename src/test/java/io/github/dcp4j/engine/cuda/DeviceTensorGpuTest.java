@@ -254,6 +254,9 @@ class DeviceTensorGpuTest {
             assertEquals(0, gpu.epoch(0), "nothing was launched");
             gpu.reduceAll(o, lse, out, LseMode.BASE2);
             assertBitsEqual(arena, expected(g, spec, LseMode.BASE2), out, "after the refusals");
+            // a remembered allocation, freed: asked about anew, refused
+            buffers.get(1).close();
+            assertRefused(gpu, List.of(o.get(0), o.get(1)), lse, out, "partial_o of rank 1", "freed after use");
         }
     }
 
