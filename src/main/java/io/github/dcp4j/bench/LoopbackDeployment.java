@@ -1,16 +1,16 @@
 package io.github.dcp4j.bench;
 
-import java.util.Optional;
-import java.util.ArrayList;
-import io.github.dcp4j.op.TensorView;
-import io.github.dcp4j.op.Tensor;
-import io.github.dcp4j.op.DeviceTensor;
-import io.github.dcp4j.cuda.DeviceBuffer;
 import io.github.dcp4j.cuda.CudaDevice;
 import io.github.dcp4j.cuda.CudaStream;
+import io.github.dcp4j.cuda.DeviceBuffer;
 import io.github.dcp4j.engine.cuda.CudaLoopbackEngine;
 import io.github.dcp4j.engine.cuda.KernelCall;
+import io.github.dcp4j.op.DeviceTensor;
+import io.github.dcp4j.op.Tensor;
+import io.github.dcp4j.op.TensorView;
 import io.github.dcp4j.op.WorkspaceSpec;
+import java.util.ArrayList;
+import java.util.Optional;
 
 import java.lang.foreign.Arena;
 import java.time.Duration;

@@ -1,9 +1,8 @@
 package io.github.dcp4j.cli;
 
-import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.node.ArrayNode;
-import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.github.dcp4j.bench.BenchReport;
 import io.github.dcp4j.bench.Benchmark;
+import io.github.dcp4j.bench.CaseMatrix;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
@@ -12,12 +11,9 @@ import picocli.CommandLine.Spec;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.io.Writer;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.time.ZonedDateTime;
-import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -89,10 +85,6 @@ final class BenchCommand implements Callable<Integer> {
     @Spec
     CommandSpec spec;
 
-    static final int[][] REFERENCE_SHAPES = {{1, 2, 64}, {1, 8, 128}, {4, 8, 128}, {16, 8, 128}};
-    static final int LAYER_HEADS = 16;
-    static final int LAYER_HEAD_DIM = 512;
-
     @Override
     public Integer call() throws IOException {
         PrintWriter out = spec.commandLine().getOut();
@@ -100,8 +92,8 @@ final class BenchCommand implements Callable<Integer> {
         if (samples < 1 || calls < 1) {
             throw new IllegalArgumentException("--samples and --calls must be >= 1; got " + samples + ", " + calls);
         }
-        Map<Integer, Double> peer = peerCsv == null ? Map.of() : readPeer(peerCsv);
-        List<Benchmark.Case> wanted = cases();
+        Map<Integer, Double> peer = peerCsv == null ? Map.of() : BenchReport.readPeer(peerCsv);
+        List<Benchmark.Case> wanted = CaseMatrix.cases(modes, batches, cp, l2, inputs);
         if (!ranks.equals("loopback") && wanted.stream().anyMatch(Benchmark.Case::deviceInputs)) {
             throw new IllegalArgumentException("--inputs device is measured with --ranks loopback; got --ranks "
                     + ranks);
@@ -131,7 +123,7 @@ final class BenchCommand implements Callable<Integer> {
             }
             table.flush();
             List<Benchmark.Result> results = bench.runAll(cases, r -> {
-                Double p = r.c().mode() == Benchmark.Mode.LAYER && !r.c().flushL2() ? peer.get(r.c().batch()) : null;
+                Double p = BenchReport.peerFor(r, peer);
                 table.printf("%-8s %5d %5d %5d %-11s %-7s %9.2f %8.2f %7.2f %8.2f %7.2f %8s %7s %11s %9.1e%n",
                         r.c().mode().spelling(), r.c().batch(), r.c().heads(), r.c().headDim(),
                         r.c().inputName(), r.c().flushL2() ? "flushed" : "hot", r.usPerCall(),
@@ -149,10 +141,10 @@ final class BenchCommand implements Callable<Integer> {
                     + " rest)");
             table.flush();
             if (csv != null && reports) {
-                writeCsv(csv, results, peer);
+                BenchReport.writeCsv(csv, results, peer);
             }
             if (json != null && reports) {
-                writeJson(json, results, peer, device, when, bench.copyBytesPerSecond());
+                BenchReport.writeJson(json, results, peer, device, when, bench.copyBytesPerSecond());
             }
             boolean accurate = results.stream().allMatch(r -> Double.isNaN(r.maxRelativeError())
                     || r.maxRelativeError() <= MainJob.TOLERANCE);
@@ -162,119 +154,5 @@ final class BenchCommand implements Callable<Integer> {
             }
             return 0;
         }
-    }
-
-    private List<Benchmark.Case> cases() {
-        List<Boolean> flushes = new ArrayList<>();
-        for (String s : l2) {
-            switch (s) {
-                case "hot" -> flushes.add(false);
-                case "flushed" -> flushes.add(true);
-                default -> throw new IllegalArgumentException("--l2 must be hot and/or flushed; got '" + s + "'");
-            }
-        }
-        List<Boolean> onDevice = new ArrayList<>();
-        for (String s : inputs) {
-            switch (s) {
-                case "host" -> onDevice.add(false);
-                case "device" -> onDevice.add(true);
-                default -> throw new IllegalArgumentException("--inputs must be host and/or device; got '" + s + "'");
-            }
-        }
-        List<Benchmark.Case> cases = new ArrayList<>();
-        for (boolean device : onDevice) {
-            casesOf(flushes, device, cases);
-        }
-        return cases;
-    }
-
-    private void casesOf(List<Boolean> flushes, boolean device, List<Benchmark.Case> cases) {
-        for (String name : modes) {
-            Benchmark.Mode mode = Benchmark.Mode.parse(name);
-            for (boolean flush : flushes) {
-                if (mode == Benchmark.Mode.LAYER) {
-                    for (int b : batches) {
-                        if (b < 1) {
-                            throw new IllegalArgumentException("--batches must all be >= 1; got " + b);
-                        }
-                        cases.add(new Benchmark.Case(mode, b, LAYER_HEADS, LAYER_HEAD_DIM, cp, true, flush, device));
-                    }
-                } else {
-                    for (int[] s : REFERENCE_SHAPES) {
-                        cases.add(new Benchmark.Case(mode, s[0], s[1], s[2], cp, false, flush, device));
-                    }
-                }
-            }
-        }
-    }
-
-    private static Map<Integer, Double> readPeer(Path file) throws IOException {
-        Map<Integer, Double> peer = new HashMap<>();
-        List<String> lines = Files.readAllLines(file);
-        for (String line : lines.subList(Math.min(1, lines.size()), lines.size())) {
-            String[] cells = line.split(",");
-            if (cells.length < 2) {
-                throw new IllegalArgumentException(file + ": expected batch,us_per_call,... rows; got '" + line + "'");
-            }
-            peer.put(Integer.parseInt(cells[0].trim()), Double.parseDouble(cells[1].trim()));
-        }
-        return peer;
-    }
-
-    private static final String CSV_HEADER = "mode,batch,heads,head_dim,cp,input,l2,us_per_call,launch_floor_us,"
-            + "launch_ratio,byte_floor_us,byte_ratio,peer_us,peer_ratio,host_us_per_launch,host_us_per_empty_launch,"
-            + "max_rel_err";
-
-    private static void writeCsv(Path file, List<Benchmark.Result> results, Map<Integer, Double> peer)
-            throws IOException {
-        List<String> lines = new ArrayList<>();
-        lines.add(CSV_HEADER);
-        for (Benchmark.Result r : results) {
-            Double p = peerFor(r, peer);
-            lines.add(String.join(",", r.c().mode().spelling(), "" + r.c().batch(), "" + r.c().heads(),
-                    "" + r.c().headDim(), "" + r.c().cp(), r.c().inputName(),
-                    r.c().flushL2() ? "flushed" : "hot", "" + r.usPerCall(), "" + r.launchFloorUs(),
-                    "" + r.launchRatio(), "" + r.byteFloorUs(), "" + r.byteRatio(), p == null ? "" : "" + p,
-                    p == null ? "" : "" + r.usPerCall() / p, "" + r.hostUsPerLaunch(), "" + r.hostUsPerEmptyLaunch(),
-                    "" + r.maxRelativeError()));
-        }
-        Files.write(file, lines);
-    }
-
-    private static Double peerFor(Benchmark.Result r, Map<Integer, Double> peer) {
-        return r.c().mode() == Benchmark.Mode.LAYER && !r.c().flushL2() ? peer.get(r.c().batch()) : null;
-    }
-
-    private static void writeJson(Path file, List<Benchmark.Result> results, Map<Integer, Double> peer,
-                                  String device, String when, double copyBytesPerSecond) throws IOException {
-        ObjectMapper mapper = new ObjectMapper();
-        ObjectNode root = mapper.createObjectNode();
-        root.put("device", device);
-        root.put("date", when);
-        root.put("copy_bytes_per_second", copyBytesPerSecond);
-        ArrayNode rows = root.putArray("results");
-        for (Benchmark.Result r : results) {
-            ObjectNode n = rows.addObject();
-            n.put("mode", r.c().mode().spelling());
-            n.put("batch", r.c().batch());
-            n.put("heads", r.c().heads());
-            n.put("head_dim", r.c().headDim());
-            n.put("cp", r.c().cp());
-            n.put("input", r.c().inputName());
-            n.put("l2", r.c().flushL2() ? "flushed" : "hot");
-            n.put("us_per_call", r.usPerCall());
-            n.put("launch_floor_us", r.launchFloorUs());
-            n.put("byte_floor_us", r.byteFloorUs());
-            Double p = peerFor(r, peer);
-            if (p != null) {
-                n.put("peer_us", p);
-            }
-            if (!Double.isNaN(r.hostUsPerLaunch())) {
-                n.put("host_us_per_launch", r.hostUsPerLaunch());
-                n.put("host_us_per_empty_launch", r.hostUsPerEmptyLaunch());
-            }
-            n.put("max_rel_err", r.maxRelativeError());
-        }
-        mapper.writerWithDefaultPrettyPrinter().writeValue(file.toFile(), root);
     }
 }

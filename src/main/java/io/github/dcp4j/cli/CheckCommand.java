@@ -1,11 +1,11 @@
 package io.github.dcp4j.cli;
 
-import io.github.dcp4j.engine.cuda.RankSetup;
 import io.github.dcp4j.cuda.CudaGraph;
 import io.github.dcp4j.engine.PeerTimeoutException;
 import io.github.dcp4j.engine.cpu.CpuEngine;
 import io.github.dcp4j.engine.cuda.CudaRankEngine;
 import io.github.dcp4j.engine.cuda.KernelCall;
+import io.github.dcp4j.engine.cuda.RankSetup;
 import io.github.dcp4j.op.DType;
 import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.ReduceCall;
@@ -16,9 +16,9 @@ import io.github.dcp4j.peer.IpcWorkspaces;
 import io.github.dcp4j.reference.Fp64Oracle;
 import io.github.dcp4j.reference.RandomInputs;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Spec;
-import picocli.CommandLine.Model.CommandSpec;
 
 import java.io.PrintWriter;
 import java.lang.foreign.Arena;

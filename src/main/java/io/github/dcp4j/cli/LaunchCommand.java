@@ -1,15 +1,15 @@
 package io.github.dcp4j.cli;
 
-import io.github.dcp4j.engine.cuda.RankSetup;
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.github.dcp4j.engine.cuda.RankSetup;
 import io.github.dcp4j.rendezvous.Rendezvous;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
 import picocli.CommandLine.Spec;
-import picocli.CommandLine.Model.CommandSpec;
 
 import java.io.BufferedReader;
 import java.io.File;

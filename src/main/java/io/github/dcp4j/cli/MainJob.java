@@ -1,8 +1,8 @@
 package io.github.dcp4j.cli;
 
-import io.github.dcp4j.engine.cuda.RankSetup;
 import io.github.dcp4j.Engines;
 import io.github.dcp4j.engine.LocalGroup;
+import io.github.dcp4j.engine.cuda.RankSetup;
 import io.github.dcp4j.op.DType;
 import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.ReduceCall;

@@ -1,12 +1,12 @@
 package io.github.dcp4j.cli;
 
-import io.github.dcp4j.engine.cuda.RankSetup;
 import io.github.dcp4j.bench.Deployment;
 import io.github.dcp4j.bench.LoopbackDeployment;
 import io.github.dcp4j.bench.ProcessDeployment;
 import io.github.dcp4j.bench.ThreadDeployment;
 import io.github.dcp4j.cuda.Cuda;
 import io.github.dcp4j.cuda.CudaDevice;
+import io.github.dcp4j.engine.cuda.RankSetup;
 
 import java.io.PrintWriter;
 import java.time.Duration;

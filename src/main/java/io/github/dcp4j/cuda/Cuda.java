@@ -2,8 +2,8 @@ package io.github.dcp4j.cuda;
 
 import jcuda.NativePointerObject;
 import jcuda.driver.CUdeviceptr;
-import jcuda.driver.CUstream;
 import jcuda.driver.CUresult;
+import jcuda.driver.CUstream;
 import jcuda.driver.JCudaDriver;
 
 import java.lang.reflect.Field;

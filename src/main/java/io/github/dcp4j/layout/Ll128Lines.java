@@ -38,13 +38,16 @@ public final class Ll128Lines {
         return (long) WORD_HANDLE.getAcquire(workspace, line + Ll128.LINE_FLAG_OFFSET);
     }
 
-    /** Data word {@code word} (0..14) of the line at {@code line}. */
-    public static long getDataWord(MemorySegment workspace, long line, int word) {
+    /** Data word {@code word} (0..14) of the line at {@code line}, plain-loaded after its flag's acquire load. */
+    public static long getDataWordPlain(MemorySegment workspace, long line, int word) {
         return workspace.get(WORD, line + (long) word * Ll128.WORD_BYTES);
     }
 
-    /** Zeroes the flag of a consumed data line (plain store: the epoch's release store publishes it). */
-    public static void clearDataFlag(MemorySegment workspace, long line) {
+    /**
+     * Zeroes the flag of a consumed data line, plain-stored: this rank's release stores of its next call's lines
+     * publish it to the sender before the sender can reach this line's slot again (two calls later).
+     */
+    public static void clearDataFlagPlain(MemorySegment workspace, long line) {
         workspace.set(WORD, line + Ll128.LINE_FLAG_OFFSET, 0L);
     }
 
@@ -62,13 +65,13 @@ public final class Ll128Lines {
                 && workspace.get(U32, line + Ll128.LSE_FLAG1_OFFSET) == flag;
     }
 
-    /** The fp32 bits an LSE line carries. */
-    public static int getLseBits(MemorySegment workspace, long line) {
+    /** The fp32 bits an LSE line carries, plain-loaded after its flags' acquire load. */
+    public static int getLseBitsPlain(MemorySegment workspace, long line) {
         return workspace.get(U32, line + Ll128.LSE_VALUE_OFFSET);
     }
 
-    /** Zeroes a consumed LSE line (all four words, as the kernel's v4 store of zeros). */
-    public static void clearLseLine(MemorySegment workspace, long line) {
+    /** Zeroes a consumed LSE line (all four words, as the kernel's v4 store of zeros), plain-stored as a data flag. */
+    public static void clearLseLinePlain(MemorySegment workspace, long line) {
         workspace.asSlice(line, Ll128.LSE_LINE_BYTES).fill((byte) 0);
     }
 
@@ -87,7 +90,7 @@ public final class Ll128Lines {
      * (a volatile add); the last of {@code arrivalsPerCall} arrivals advances the epoch and resets the count in a
      * second add, keeping the poisoned bit. Returns the word as it was: the call's epoch in the low 32 bits.
      */
-    public static long takeTicket(MemorySegment workspace, int arrivalsPerCall) {
+    public static long takeTicketVolatile(MemorySegment workspace, int arrivalsPerCall) {
         long old = (long) WORD_HANDLE.getAndAdd(workspace, (long) Ll128.EPOCH_OFFSET, 1L << 32);
         int epoch = (int) old;
         long arrivals = (old >>> 32) & ~Ll128.POISONED_BIT;

@@ -45,11 +45,11 @@ class Ll128LinesTest {
                         long expected = j < row.dataWords() ? src.get(LE_LONG, 8L * j) : 0L;
                         assertEquals(expected, lines.get(LE_LONG, base + 8L * k),
                                 "head_dim " + headDim + " line " + line + " word " + k);
-                        assertEquals(expected, Ll128Lines.getDataWord(lines, base, k));
+                        assertEquals(expected, Ll128Lines.getDataWordPlain(lines, base, k));
                     }
                     assertEquals(flag, lines.get(LE_LONG, base + 120), "flag is word 15 (bytes 120..127)");
                     assertEquals(flag, Ll128Lines.getDataFlagAcquire(lines, base));
-                    Ll128Lines.clearDataFlag(lines, base);
+                    Ll128Lines.clearDataFlagPlain(lines, base);
                     assertEquals(0L, lines.get(LE_LONG, base + 120), "a consumed flag reads zero");
                 }
             }
@@ -71,7 +71,7 @@ class Ll128LinesTest {
             assertFalse(Ll128Lines.isLseLineReadyAcquire(line, 0, 0x1235), "another call's flag never matches");
             line.set(LE_INT, 4, 0);
             assertFalse(Ll128Lines.isLseLineReadyAcquire(line, 0, 0x1234), "both flag copies must match");
-            Ll128Lines.clearLseLine(line, 0);
+            Ll128Lines.clearLseLinePlain(line, 0);
             for (int i = 0; i < 4; i++) {
                 assertEquals(0, line.get(LE_INT, 4L * i));
             }

@@ -1,5 +1,6 @@
 package io.github.dcp4j.engine.cpu;
 
+import io.github.dcp4j.engine.FirstFailure;
 import io.github.dcp4j.engine.LocalGroup;
 import io.github.dcp4j.engine.PeerTimeoutException;
 import io.github.dcp4j.layout.Ll128;
@@ -150,23 +151,16 @@ public final class CpuEngine implements LocalGroup {
         for (ReduceCall call : calls) {
             futures.add(rankThreads.submit(() -> workspaces.get(call.cpRank()).execute(call)));
         }
-        RuntimeException failure = null;
+        FirstFailure<RuntimeException> failure = new FirstFailure<>();
         for (Future<?> f : futures) {
             try {
                 awaitUninterruptibly(f);
             } catch (ExecutionException e) {
-                RuntimeException cause = e.getCause() instanceof RuntimeException re ? re
-                        : new IllegalStateException("rank thread failed", e.getCause());
-                if (failure == null) {
-                    failure = cause;
-                } else {
-                    failure.addSuppressed(cause);
-                }
+                failure.add(e.getCause() instanceof RuntimeException re ? re
+                        : new IllegalStateException("rank thread failed", e.getCause()));
             }
         }
-        if (failure != null) {
-            throw failure;
-        }
+        failure.throwIfAny();
     }
 
     private static void awaitUninterruptibly(Future<?> f) throws ExecutionException {

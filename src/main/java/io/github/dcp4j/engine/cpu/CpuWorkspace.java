@@ -102,7 +102,7 @@ public final class CpuWorkspace implements RankWorkspace {
                     + " thread; a workspace serves one ordered stream of calls: make one workspace group per stream");
         }
         try {
-            int epoch = (int) Ll128Lines.takeTicket(memory, ARRIVALS_PER_CALL);
+            int epoch = (int) Ll128Lines.takeTicketVolatile(memory, ARRIVALS_PER_CALL);
             send(call, partialO, partialLse, layout, epoch);
             awaitAll(call, layout, epoch);
             mergeAndConsume(call, partialO, partialLse, out, layout, epoch);
@@ -239,9 +239,9 @@ public final class CpuWorkspace implements RankWorkspace {
                     lse[s] = partialLse.loadFloat(call.lseElement(r, rank));
                     continue;
                 }
-                lse[s] = Float.intBitsToFloat(Ll128Lines.getLseBits(memory, layout.lseLineOffset(slot, s, r, 0)));
+                lse[s] = Float.intBitsToFloat(Ll128Lines.getLseBitsPlain(memory, layout.lseLineOffset(slot, s, r, 0)));
                 for (int g = 0; g < row.lineGroups(); g++) {
-                    Ll128Lines.clearLseLine(memory, layout.lseLineOffset(slot, s, r, g));
+                    Ll128Lines.clearLseLinePlain(memory, layout.lseLineOffset(slot, s, r, g));
                 }
             }
             ExactMerge.weights(lse, cp, call.mode(), w);
@@ -260,14 +260,14 @@ public final class CpuWorkspace implements RankWorkspace {
                     long lineOffset = layout.dataLineOffset(slot, s, r, line);
                     int words = Math.min(Ll128.LINE_DATA_WORDS, row.dataWords() - line * Ll128.LINE_DATA_WORDS);
                     for (int k = 0; k < words; k++) {
-                        long word = Ll128Lines.getDataWord(memory, lineOffset, k);
+                        long word = Ll128Lines.getDataWordPlain(memory, lineOffset, k);
                         for (int e = 0; e < ELEMENTS_PER_WORD; e++, d++) {
                             short bits = (short) (word >>> (Short.SIZE * e));
                             float x = bf16 ? Halves.bf16ToFloat(bits) : Halves.fp16ToFloat(bits);
                             acc[d] = ExactMerge.accumulate(acc[d], ws, x);
                         }
                     }
-                    Ll128Lines.clearDataFlag(memory, lineOffset);
+                    Ll128Lines.clearDataFlagPlain(memory, lineOffset);
                 }
             }
             long outBase = call.outElement(r);

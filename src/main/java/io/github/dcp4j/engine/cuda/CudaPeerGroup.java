@@ -2,6 +2,7 @@ package io.github.dcp4j.engine.cuda;
 
 import io.github.dcp4j.cuda.CudaDevice;
 import io.github.dcp4j.cuda.CudaStream;
+import io.github.dcp4j.engine.FirstFailure;
 import io.github.dcp4j.engine.LocalGroup;
 import io.github.dcp4j.engine.PeerTimeoutException;
 import io.github.dcp4j.op.LseMode;
@@ -141,21 +142,15 @@ public final class CudaPeerGroup implements LocalGroup {
             for (KernelCall k : launches) {
                 k.stream().synchronize();
             }
-            PeerTimeoutException failure = null;
+            FirstFailure<PeerTimeoutException> failure = new FirstFailure<>();
             for (KernelCall k : launches) {
                 try {
                     k.checkStatus();
                 } catch (PeerTimeoutException e) {
-                    if (failure == null) {
-                        failure = e;
-                    } else {
-                        failure.addSuppressed(e);
-                    }
+                    failure.add(e);
                 }
             }
-            if (failure != null) {
-                throw failure;
-            }
+            failure.throwIfAny();
         }
 
         @Override

@@ -2,6 +2,7 @@ package io.github.dcp4j.engine.cuda;
 
 import io.github.dcp4j.cuda.CudaDevice;
 import io.github.dcp4j.cuda.MappedHostBuffer;
+import io.github.dcp4j.engine.FirstFailure;
 import io.github.dcp4j.engine.PeerTimeoutException;
 import io.github.dcp4j.layout.Ll128;
 import io.github.dcp4j.peer.PeerWorkspaces;
@@ -73,21 +74,17 @@ final class WorkspaceState {
         if (!statusFailed()) {
             return;
         }
-        PeerTimeoutException failure = null;
+        FirstFailure<PeerTimeoutException> failure = new FirstFailure<>();
         for (PeerWorkspaces view : views) {
             PeerTimeoutException e = OwnWorkspace.timeoutRecord(view, timeout);
             if (e != null) {
-                if (failure == null) {
-                    failure = e;
-                } else {
-                    failure.addSuppressed(e);
-                }
+                failure.add(e);
             }
         }
-        if (failure != null) {
-            poison = failure;
-            throw failure;
+        if (failure.first() != null) {
+            poison = failure.first();
         }
+        failure.throwIfAny();
     }
 
     /** After the workspaces were re-zeroed: the status word and the poison are cleared. */

@@ -1,0 +1,93 @@
+package io.github.dcp4j.bench;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+/** The benchmark's files: the peer's figures read in, the results written out as CSV and JSON. */
+public final class BenchReport {
+    private BenchReport() {
+    }
+
+    /** A peer's µs per call by batch, from a CSV whose rows start with batch,us_per_call (after a header line). */
+    public static Map<Integer, Double> readPeer(Path file) throws IOException {
+        Map<Integer, Double> peer = new HashMap<>();
+        List<String> lines = Files.readAllLines(file);
+        for (String line : lines.subList(Math.min(1, lines.size()), lines.size())) {
+            String[] cells = line.split(",");
+            if (cells.length < 2) {
+                throw new IllegalArgumentException(file + ": expected batch,us_per_call,... rows; got '" + line + "'");
+            }
+            peer.put(Integer.parseInt(cells[0].trim()), Double.parseDouble(cells[1].trim()));
+        }
+        return peer;
+    }
+
+    private static final String CSV_HEADER = "mode,batch,heads,head_dim,cp,input,l2,us_per_call,launch_floor_us,"
+            + "launch_ratio,byte_floor_us,byte_ratio,peer_us,peer_ratio,host_us_per_launch,host_us_per_empty_launch,"
+            + "max_rel_err";
+
+    /** The results as CSV, one row per case, with the peer of the same batch where there is one. */
+    public static void writeCsv(Path file, List<Benchmark.Result> results, Map<Integer, Double> peer)
+            throws IOException {
+        List<String> lines = new ArrayList<>();
+        lines.add(CSV_HEADER);
+        for (Benchmark.Result r : results) {
+            Double p = peerFor(r, peer);
+            lines.add(String.join(",", r.c().mode().spelling(), "" + r.c().batch(), "" + r.c().heads(),
+                    "" + r.c().headDim(), "" + r.c().cp(), r.c().inputName(),
+                    r.c().flushL2() ? "flushed" : "hot", "" + r.usPerCall(), "" + r.launchFloorUs(),
+                    "" + r.launchRatio(), "" + r.byteFloorUs(), "" + r.byteRatio(), p == null ? "" : "" + p,
+                    p == null ? "" : "" + r.usPerCall() / p, "" + r.hostUsPerLaunch(), "" + r.hostUsPerEmptyLaunch(),
+                    "" + r.maxRelativeError()));
+        }
+        Files.write(file, lines);
+    }
+
+    /** The peer's figure a result is compared with: layer mode, L2 hot, the same batch; else null. */
+    public static Double peerFor(Benchmark.Result r, Map<Integer, Double> peer) {
+        return r.c().mode() == Benchmark.Mode.LAYER && !r.c().flushL2() ? peer.get(r.c().batch()) : null;
+    }
+
+    /** The results as JSON with the device, the date and the copy bandwidth of the run. */
+    public static void writeJson(Path file, List<Benchmark.Result> results, Map<Integer, Double> peer,
+                                  String device, String when, double copyBytesPerSecond) throws IOException {
+        ObjectMapper mapper = new ObjectMapper();
+        ObjectNode root = mapper.createObjectNode();
+        root.put("device", device);
+        root.put("date", when);
+        root.put("copy_bytes_per_second", copyBytesPerSecond);
+        ArrayNode rows = root.putArray("results");
+        for (Benchmark.Result r : results) {
+            ObjectNode n = rows.addObject();
+            n.put("mode", r.c().mode().spelling());
+            n.put("batch", r.c().batch());
+            n.put("heads", r.c().heads());
+            n.put("head_dim", r.c().headDim());
+            n.put("cp", r.c().cp());
+            n.put("input", r.c().inputName());
+            n.put("l2", r.c().flushL2() ? "flushed" : "hot");
+            n.put("us_per_call", r.usPerCall());
+            n.put("launch_floor_us", r.launchFloorUs());
+            n.put("byte_floor_us", r.byteFloorUs());
+            Double p = peerFor(r, peer);
+            if (p != null) {
+                n.put("peer_us", p);
+            }
+            if (!Double.isNaN(r.hostUsPerLaunch())) {
+                n.put("host_us_per_launch", r.hostUsPerLaunch());
+                n.put("host_us_per_empty_launch", r.hostUsPerEmptyLaunch());
+            }
+            n.put("max_rel_err", r.maxRelativeError());
+        }
+        mapper.writerWithDefaultPrettyPrinter().writeValue(file.toFile(), root);
+    }
+}

@@ -1,0 +1,66 @@
+package io.github.dcp4j.bench;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/** The benchmark's case matrix: upstream's reference shapes and the per-layer decode shape, by mode, L2 and inputs. */
+public final class CaseMatrix {
+    private CaseMatrix() {
+    }
+
+    /** batch x heads x head_dim of upstream's benchmark, packed input. */
+    public static final int[][] REFERENCE_SHAPES = {{1, 2, 64}, {1, 8, 128}, {4, 8, 128}, {16, 8, 128}};
+    /** The layer mode's shape (DeepSeek-V2 decode): 16 heads per rank, head_dim 512, strided input. */
+    public static final int LAYER_HEADS = 16;
+    public static final int LAYER_HEAD_DIM = 512;
+
+    /**
+     * The cases of {@code modes} (eager, graph, graph-50 on the reference shapes; layer over {@code batches}) for
+     * every L2 state of {@code l2} (hot, flushed) and every input kind of {@code inputs} (host, device).
+     */
+    public static List<Benchmark.Case> cases(List<String> modes, List<Integer> batches, int cp, List<String> l2,
+                                             List<String> inputs) {
+        List<Boolean> flushes = new ArrayList<>();
+        for (String s : l2) {
+            switch (s) {
+                case "hot" -> flushes.add(false);
+                case "flushed" -> flushes.add(true);
+                default -> throw new IllegalArgumentException("--l2 must be hot and/or flushed; got '" + s + "'");
+            }
+        }
+        List<Boolean> onDevice = new ArrayList<>();
+        for (String s : inputs) {
+            switch (s) {
+                case "host" -> onDevice.add(false);
+                case "device" -> onDevice.add(true);
+                default -> throw new IllegalArgumentException("--inputs must be host and/or device; got '" + s + "'");
+            }
+        }
+        List<Benchmark.Case> cases = new ArrayList<>();
+        for (boolean device : onDevice) {
+            casesOf(modes, batches, cp, flushes, device, cases);
+        }
+        return cases;
+    }
+
+    private static void casesOf(List<String> modes, List<Integer> batches, int cp, List<Boolean> flushes,
+                                boolean device, List<Benchmark.Case> cases) {
+        for (String name : modes) {
+            Benchmark.Mode mode = Benchmark.Mode.parse(name);
+            for (boolean flush : flushes) {
+                if (mode == Benchmark.Mode.LAYER) {
+                    for (int b : batches) {
+                        if (b < 1) {
+                            throw new IllegalArgumentException("--batches must all be >= 1; got " + b);
+                        }
+                        cases.add(new Benchmark.Case(mode, b, LAYER_HEADS, LAYER_HEAD_DIM, cp, true, flush, device));
+                    }
+                } else {
+                    for (int[] s : REFERENCE_SHAPES) {
+                        cases.add(new Benchmark.Case(mode, s[0], s[1], s[2], cp, false, flush, device));
+                    }
+                }
+            }
+        }
+    }
+}

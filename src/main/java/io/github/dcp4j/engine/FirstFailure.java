@@ -1,0 +1,32 @@
+package io.github.dcp4j.engine;
+
+/**
+ * Collects the failures of several ranks or launches of one call: the first is the one raised, every later one is
+ * suppressed in it, so that nothing is lost and the report starts with the lowest rank's.
+ *
+ * @param <E> the kind of failure
+ */
+public final class FirstFailure<E extends RuntimeException> {
+    private E first;
+
+    /** Records {@code failure}: the first one kept, each later one suppressed in it. */
+    public void add(E failure) {
+        if (first == null) {
+            first = failure;
+        } else {
+            first.addSuppressed(failure);
+        }
+    }
+
+    /** The first failure, or null where there was none. */
+    public E first() {
+        return first;
+    }
+
+    /** Throws the first failure, if there was one. */
+    public void throwIfAny() {
+        if (first != null) {
+            throw first;
+        }
+    }
+}
