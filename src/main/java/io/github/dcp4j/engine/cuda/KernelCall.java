@@ -262,9 +262,23 @@ public final class KernelCall implements LocalGroup.PreparedCall {
                 KernelAbi.capacityFor(calls.size())), grid, Ll128.BLOCK_THREADS, args, stream);
     }
 
-    /** Whether every tensor of the call is device memory (nothing to copy, nothing to free after the launch). */
-    boolean deviceOnly() {
-        return buffers.isEmpty();
+    /**
+     * Checks every device tensor of the call again (against the allocations the device remembers: no driver call
+     * where they are still known), before a prepared eager call is launched once more.
+     */
+    void recheckDevicePointers() {
+        for (ReduceCall c : calls) {
+            String rank = " of rank " + c.cpRank();
+            recheck(c.partialO(), "partial_o" + rank);
+            recheck(c.partialLse(), "partial_lse" + rank);
+            recheck(c.out(), "out" + rank);
+        }
+    }
+
+    private void recheck(Tensor tensor, String name) {
+        if (tensor instanceof DeviceTensor d) {
+            checked(d, name);
+        }
     }
 
     /** The stream this call runs on. */

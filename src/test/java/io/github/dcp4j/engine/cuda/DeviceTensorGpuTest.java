@@ -163,6 +163,39 @@ class DeviceTensorGpuTest {
     }
 
     @Test
+    void repeatedEagerCallsOnTheSameTensorsReadTheirNewContentsAndStillRefuseFreedMemory() {
+        int cp = 4;
+        WorkspaceSpec spec = new WorkspaceSpec(1, 8, cp, 128, DType.BF16);
+        CudaStream stream = callerStream();
+        try (Arena arena = Arena.ofShared(); CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, spec)) {
+            SplittableRandom random = new SplittableRandom(48);
+            Tensors.Group first = Tensors.strided(arena, random, 1, 8, cp, 128, DType.BF16, 3.0);
+            List<DeviceTensor> o = toDevice(first.partialO());
+            List<DeviceTensor> lse = toDevice(first.partialLse());
+            List<DeviceTensor> out = deviceOutputs(arena, first);
+            for (int call = 0; call < 3; call++) {
+                Tensors.Group g = Tensors.strided(arena, random, 1, 8, cp, 128, DType.BF16, 3.0);
+                for (int r = 0; r < cp; r++) {
+                    device.copyFromHost(g.partialO().get(r).memory(), o.get(r).address());
+                    device.copyFromHost(g.partialLse().get(r).memory(), lse.get(r).address());
+                }
+                gpu.enqueue(new ArrayList<>(o), new ArrayList<>(lse), new ArrayList<>(out), LseMode.BASE2, stream);
+                stream.synchronize();
+                gpu.checkStatus();
+                assertBitsEqual(arena, expected(g, spec, LseMode.BASE2), out, "eager call " + call + " on the same"
+                        + " tensors");
+            }
+            buffers.get(cp + 2).close();  // rank 2's partial_lse
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                    () -> gpu.enqueue(o, lse, out, LseMode.BASE2, stream));
+            assertTrue(e.getMessage().startsWith("partial_lse of rank 2"), e.getMessage());
+            assertEquals(3, gpu.epoch(0), "the refused call launched nothing");
+        } finally {
+            destroy(stream);
+        }
+    }
+
+    @Test
     void aPreparedCallInsideTheCallersGraphReadsTheTensorsAtEachReplay() {
         int cp = 4;
         int tokens = 2;
