@@ -37,6 +37,8 @@ public final class CudaPeerGroup implements LocalGroup {
     private final List<PeerWorkspaces> views = new ArrayList<>();
     /** One stream per distinct GPU, in order of first appearance. */
     private final Map<CudaDevice, CudaStream> streams = new IdentityHashMap<>();
+    /** Each GPU's workspaces serve one ordered stream: the first a call uses there binds them. */
+    private final Map<CudaDevice, StreamBinding> bindings = new IdentityHashMap<>();
     private final Duration timeout;
     private final WorkspaceState state;
 
@@ -51,6 +53,7 @@ public final class CudaPeerGroup implements LocalGroup {
                 if (!kernels.containsKey(d)) {
                     kernels.put(d, new Kernels(d));
                     streams.put(d, new CudaStream(d));
+                    bindings.put(d, new StreamBinding());
                 }
                 views.add(workspaces.rank(r));
             }
@@ -95,6 +98,24 @@ public final class CudaPeerGroup implements LocalGroup {
     @Override
     public Prepared prepare(List<? extends Tensor> partialO, List<? extends Tensor> partialLse,
                             List<? extends Tensor> out, LseMode mode) {
+        return prepare(partialO, partialLse, out, mode, streams);
+    }
+
+    /**
+     * As {@link #prepare(List, List, List, LseMode)}, each GPU's launch on the stream {@code onStreams} gives for
+     * that GPU (the caller's, see {@link CudaStream#wrap}; one for every GPU of the group): {@code launches()} then
+     * queue there without waiting, also inside captures the caller began on those streams.
+     */
+    public Prepared prepare(List<? extends Tensor> partialO, List<? extends Tensor> partialLse,
+                            List<? extends Tensor> out, LseMode mode, Map<CudaDevice, CudaStream> onStreams) {
+        Objects.requireNonNull(onStreams, "streams");
+        for (CudaDevice d : kernels.keySet()) {
+            CudaStream s = onStreams.get(d);
+            if (s == null || s.device() != d) {
+                throw new IllegalArgumentException("streams must hold a stream on each GPU of the group; for " + d
+                        + " got " + (s == null ? "none" : "one on " + s.device()));
+            }
+        }
         state.requireUsable();
         List<ReduceCall> calls = LocalGroup.validateAll(partialO, partialLse, out, cpSize(),
                 views.getFirst().workspaceBytes(), mode);
@@ -110,7 +131,8 @@ public final class CudaPeerGroup implements LocalGroup {
                     }
                 }
                 Kernels k = kernels.get(d);
-                launches.add(new KernelCall(k, onDevice, viewsOnDevice, streams.get(d), k.coResidentBlocks(),
+                bindings.get(d).bind(onStreams.get(d));
+                launches.add(new KernelCall(k, onDevice, viewsOnDevice, onStreams.get(d), k.coResidentBlocks(),
                         timeout, state));
             }
         } catch (RuntimeException e) {
@@ -181,8 +203,10 @@ public final class CudaPeerGroup implements LocalGroup {
         if (!state.close()) {
             return;
         }
+        for (CudaDevice d : kernels.keySet()) {
+            d.synchronize();  // calls queued on callers' streams too
+        }
         for (CudaStream s : streams.values()) {
-            s.synchronize();
             s.close();
         }
         workspaces.close();

@@ -26,6 +26,7 @@ import org.junit.jupiter.api.Timeout;
 import java.lang.foreign.Arena;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;
 
@@ -317,16 +318,23 @@ class DeviceTensorGpuTest {
     }
 
     @Test
-    void thePeerGroupTakesDeviceTensorsToo() {
+    void thePeerGroupTakesDeviceTensorsOnTheCallersStream() {
         int cp = 2;
         WorkspaceSpec spec = new WorkspaceSpec(2, 4, cp, 128, DType.BF16);
+        CudaStream stream = callerStream();
         try (Arena arena = Arena.ofShared();
              CudaPeerGroup group = CudaPeerGroup.open(List.of(device, device), spec,
                      CudaLoopbackEngine.DEFAULT_TIMEOUT)) {
             Tensors.Group g = Tensors.strided(arena, new SplittableRandom(47), 2, 4, cp, 128, DType.BF16, 3.0);
             List<DeviceTensor> out = deviceOutputs(arena, g);
-            group.reduceAll(toDevice(g.partialO()), toDevice(g.partialLse()), out, LseMode.BASE2);
+            try (CudaPeerGroup.Prepared call = group.prepare(toDevice(g.partialO()), toDevice(g.partialLse()), out,
+                    LseMode.BASE2, Map.of(device, stream))) {
+                assertEquals(stream.address(), call.launches().getFirst().stream().address());
+                call.run();
+            }
             assertBitsEqual(arena, expected(g, spec, LseMode.BASE2), out, "peer group");
+        } finally {
+            destroy(stream);
         }
     }
 }
