@@ -53,14 +53,16 @@ public final class LoopbackDeployment implements Deployment {
         WorkspaceSpec spec = BenchInputs.spec(c);
         List<DeviceBuffer> buffers = new ArrayList<>();
         CudaLoopbackEngine engine = CudaLoopbackEngine.open(device, spec, timeout);
-        CudaStream stream = new CudaStream(device);
+        CudaStream stream = null;
         try {
+            stream = new CudaStream(device);
             List<? extends Tensor> o = c.deviceInputs() ? toDevice(in.partialO(), buffers) : in.partialO();
             List<? extends Tensor> lse = c.deviceInputs() ? toDevice(in.partialLse(), buffers) : in.partialLse();
             List<? extends Tensor> out = c.deviceInputs() ? toDevice(in.out(), buffers) : in.out();
-            KernelCall call = engine.prepare(o, lse, out, BenchInputs.MODE, stream);
+            CudaStream onStream = stream;
+            KernelCall call = engine.prepare(o, lse, out, BenchInputs.MODE, onStream);
             Optional<Runnable> eager = c.deviceInputs()
-                    ? Optional.of(() -> engine.enqueue(o, lse, out, BenchInputs.MODE, stream)) : Optional.empty();
+                    ? Optional.of(() -> engine.enqueue(o, lse, out, BenchInputs.MODE, onStream)) : Optional.empty();
             return new Lanes(List.of(call), () -> {
                 call.checkStatus();
                 call.readOutputs();
@@ -72,12 +74,14 @@ public final class LoopbackDeployment implements Deployment {
                 return in.maxRelativeError(allRanks(c.cp()));
             }, () -> {
                 call.close();
-                stream.close();
+                onStream.close();
                 engine.close();
                 buffers.forEach(DeviceBuffer::close);
             }, eager);
         } catch (RuntimeException e) {
-            stream.close();
+            if (stream != null) {
+                stream.close();
+            }
             engine.close();
             buffers.forEach(DeviceBuffer::close);
             throw e;

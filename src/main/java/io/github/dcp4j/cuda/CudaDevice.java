@@ -33,8 +33,11 @@ public final class CudaDevice implements AutoCloseable {
     private final int multiprocessors;
     private final long l2Bytes;
     private volatile boolean closed;
-    /** Allocations the driver vouched for, by their first byte (requireDeviceSpan). */
-    private final TreeMap<Long, DeviceSpan> allocations = new TreeMap<>();
+    /**
+     * Allocations the driver vouched for, by their first byte (requireDeviceSpan): one map for the process, since
+     * device addresses are unique across GPUs (unified addressing).
+     */
+    private static final TreeMap<Long, DeviceSpan> ALLOCATIONS = new TreeMap<>();
 
     private CudaDevice(int ordinal) {
         this.ordinal = ordinal;
@@ -146,31 +149,18 @@ public final class CudaDevice implements AutoCloseable {
         return can[0] != 0;
     }
 
-    /** Whether kernels on this GPU can read and write the memory of GPU {@code ordinal} (peer access). */
-    public boolean canAccessPeer(int ordinal) {
-        if (ordinal == this.ordinal) {
-            return true;
-        }
-        int[] can = new int[1];
-        run(() -> {
-            CUdevice peer = new CUdevice();
-            Cuda.check(JCudaDriver.cuDeviceGet(peer, ordinal), "cuDeviceGet(" + ordinal + ")");
-            Cuda.check(JCudaDriver.cuDeviceCanAccessPeer(can, device, peer),
-                    "cuDeviceCanAccessPeer(" + this.ordinal + ", " + ordinal + ")");
-        });
-        return can[0] != 0;
-    }
-
     /** The primary context's handle (what {@code cuStreamGetCtx} gives for this device's streams). */
     long contextAddress() {
         return Cuda.address(context);
     }
 
     /**
-     * Requires {@code bytes} from device address {@code first} to be device memory that kernels on this GPU may use,
-     * inside one allocation, on GPU {@code declaredOrdinal}: refused with an {@link IllegalArgumentException} that
+     * Requires {@code bytes} from device address {@code first} to be device memory of this GPU, inside one
+     * allocation, and {@code declaredOrdinal} to be this GPU: refused with an {@link IllegalArgumentException} that
      * names {@code argument} otherwise (host memory, a freed or foreign pointer, a span past the allocation's end,
-     * another GPU than declared, a GPU without peer access from this one).
+     * another GPU than declared, memory of another GPU: the kernel reads a rank's tensors from the rank's own GPU,
+     * where no peer access needs enabling). Memory mapped in several chunks ({@code cuMemMap}) counts as one
+     * allocation per chunk, so a tensor must lie inside one chunk.
      *
      * <p>The driver is asked once per allocation: an allocation that passed is remembered (up to
      * {@link #REMEMBERED_ALLOCATIONS}), and a later span inside it is accepted without a driver call, so an eager call
@@ -179,7 +169,8 @@ public final class CudaDevice implements AutoCloseable {
      */
     public void requireDeviceSpan(String argument, long first, long bytes, int declaredOrdinal) {
         DeviceSpan known = rememberedSpan(first);
-        if (known != null && known.deviceOrdinal() == declaredOrdinal && known.contains(first, bytes)) {
+        if (known != null && known.deviceOrdinal() == declaredOrdinal && declaredOrdinal == ordinal
+                && known.contains(first, bytes)) {
             return;
         }
         DeviceSpan span = call(() -> DeviceSpan.query(first));
@@ -197,9 +188,9 @@ public final class CudaDevice implements AutoCloseable {
             throw new IllegalArgumentException(at + " is memory of GPU " + span.deviceOrdinal() + ", declared as GPU "
                     + declaredOrdinal);
         }
-        if (!canAccessPeer(span.deviceOrdinal())) {
-            throw new IllegalArgumentException(at + " is memory of GPU " + span.deviceOrdinal() + ", which " + this
-                    + " cannot access (no peer access)");
+        if (span.deviceOrdinal() != ordinal) {
+            throw new IllegalArgumentException(at + " is memory of GPU " + span.deviceOrdinal() + "; the call runs"
+                    + " on " + this + ": pass each rank's tensors on its own GPU");
         }
         if (!span.contains(first, bytes)) {
             throw new IllegalArgumentException(at + " spans " + bytes + " bytes, past the end of its allocation [0x"
@@ -212,26 +203,32 @@ public final class CudaDevice implements AutoCloseable {
     /** Allocations {@link #requireDeviceSpan} remembers at most; beyond, it starts over. */
     public static final int REMEMBERED_ALLOCATIONS = 1024;
 
-    private synchronized DeviceSpan rememberedSpan(long address) {
-        Map.Entry<Long, DeviceSpan> e = allocations.floorEntry(address);
-        return e == null ? null : e.getValue();
+    private static DeviceSpan rememberedSpan(long address) {
+        synchronized (ALLOCATIONS) {
+            Map.Entry<Long, DeviceSpan> e = ALLOCATIONS.floorEntry(address);
+            return e == null ? null : e.getValue();
+        }
     }
 
-    private synchronized void remember(DeviceSpan span) {
-        if (allocations.size() >= REMEMBERED_ALLOCATIONS) {
-            allocations.clear();
+    private static void remember(DeviceSpan span) {
+        synchronized (ALLOCATIONS) {
+            if (ALLOCATIONS.size() >= REMEMBERED_ALLOCATIONS) {
+                ALLOCATIONS.clear();
+            }
+            ALLOCATIONS.put(span.rangeStart(), span);
         }
-        allocations.put(span.rangeStart(), span);
     }
 
     /**
-     * Forgets the allocation that holds {@code address}, if {@link #requireDeviceSpan} remembered one: call it after
-     * freeing memory the op was given, so that its address is asked about anew.
+     * Forgets the allocation that holds {@code address}, if {@link #requireDeviceSpan} remembered one (on any GPU):
+     * call it after freeing memory the op was given, so that its address is asked about anew.
      */
-    public synchronized void forgetAllocation(long address) {
-        Map.Entry<Long, DeviceSpan> e = allocations.floorEntry(address);
-        if (e != null && e.getValue().contains(address, 0)) {
-            allocations.remove(e.getKey());
+    public static void forgetAllocation(long address) {
+        synchronized (ALLOCATIONS) {
+            Map.Entry<Long, DeviceSpan> e = ALLOCATIONS.floorEntry(address);
+            if (e != null && address - e.getKey() < e.getValue().rangeBytes()) {
+                ALLOCATIONS.remove(e.getKey());
+            }
         }
     }
 

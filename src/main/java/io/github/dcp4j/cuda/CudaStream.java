@@ -12,6 +12,9 @@ import java.util.Objects;
  * wrapped without taking it over ({@link #wrap}: closing the wrapper leaves the stream alone).
  */
 public final class CudaStream implements AutoCloseable {
+    /** {@code CU_STREAM_PER_THREAD} (cuda.h): a name that each thread resolves to its own stream. */
+    private static final long PER_THREAD_DEFAULT_STREAM = 0x2;
+
     private final CudaDevice device;
     private final CUstream stream;
     private final boolean owned;
@@ -39,6 +42,10 @@ public final class CudaStream implements AutoCloseable {
     public static CudaStream wrap(CudaDevice device, CUstream stream) {
         Objects.requireNonNull(device, "device");
         Objects.requireNonNull(stream, "stream");
+        if (Cuda.address(stream) == PER_THREAD_DEFAULT_STREAM) {
+            throw new IllegalArgumentException("stream must be a stream handle, not CU_STREAM_PER_THREAD (0x2): that"
+                    + " names the calling thread's default stream, and dcp4j launches from its own device thread");
+        }
         CUcontext context = new CUcontext();
         device.run(() -> Cuda.check(JCudaDriver.cuStreamGetCtx(stream, context), "cuStreamGetCtx"));
         if (Cuda.address(context) != device.contextAddress()) {

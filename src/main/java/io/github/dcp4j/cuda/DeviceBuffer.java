@@ -99,7 +99,7 @@ public final class DeviceBuffer implements AutoCloseable {
             return;
         }
         closed = true;
-        device.forgetAllocation(address);
+        CudaDevice.forgetAllocation(address);
         device.run(() -> Cuda.check(JCudaDriver.cuMemFree(pointer), "cuMemFree"));
     }
 }

@@ -23,6 +23,22 @@ public final class FirstFailure<E extends RuntimeException> {
         return first;
     }
 
+    /**
+     * Runs every step, even after one fails (releasing resources: each is freed whatever happened to the others),
+     * then throws the first failure with the later ones suppressed in it.
+     */
+    public static void runAll(Runnable... steps) {
+        FirstFailure<RuntimeException> failure = new FirstFailure<>();
+        for (Runnable step : steps) {
+            try {
+                step.run();
+            } catch (RuntimeException e) {
+                failure.add(e);
+            }
+        }
+        failure.throwIfAny();
+    }
+
     /** Throws the first failure, if there was one. */
     public void throwIfAny() {
         if (first != null) {

@@ -10,8 +10,8 @@ import java.util.Objects;
  * (prepared calls and graphs hold the address).
  *
  * <p>Only the geometry is checked here. A CUDA engine checks the memory itself with the driver before anything is
- * launched: device memory of GPU {@code device}, which must be the launching GPU or one it has peer access to, and
- * every element of the view inside one allocation.
+ * launched: device memory of GPU {@code device}, which must be the GPU the rank runs on, and every element of the
+ * view inside one allocation.
  *
  * @param address the device address of the memory (element 0), as {@code cuMemAlloc} or torch's
  *                {@code data_ptr() - storage_offset() x element_size()} gives it

@@ -205,19 +205,39 @@ public record ReduceCall(Tensor partialO, Tensor partialLse, Tensor out, int cpR
             throw new IllegalArgumentException("out must be contiguous " + Arrays.toString(outShape) + "; got shape "
                     + Arrays.toString(out.shape()) + " strides " + Arrays.toString(out.strides()));
         }
+        requireFirstByteAligned("out", out, Ll128.ROW_ALIGNMENT);
+        requireFirstByteAligned("partial_lse", partialLse, Float.BYTES);
         return new ReduceCall(partialO, partialLse, out, cpRank, cpSize, mode, new WorkspaceLayout(cpSize, rows, row),
                 rows, heads, oStrides, lseStrides);
+    }
+
+    /** The address of a tensor's memory, where it has one: native host memory or device memory (0 for heap memory). */
+    private static long address(Tensor t) {
+        return switch (t) {
+            case TensorView v -> v.memory().isNative() ? v.memory().address() : 0;
+            case DeviceTensor d -> d.address();
+        };
+    }
+
+    /**
+     * The kernel reads partial_lse with 4-byte loads and writes out's rows with 8-byte stores: their first bytes
+     * must be aligned so (out's rows then are, its rows being whole 16-byte granules). Host views are copied into
+     * aligned device buffers, so only their element offset matters there.
+     */
+    private static void requireFirstByteAligned(String name, Tensor t, int alignment) {
+        long first = (t instanceof DeviceTensor ? address(t) : 0) + t.offset() * t.dtype().bytes();
+        if (first % alignment != 0) {
+            throw new IllegalArgumentException(name + " must start " + alignment + "-byte aligned; got offset "
+                    + t.offset() + (t instanceof DeviceTensor d ? " at address 0x" + Long.toHexString(d.address())
+                    : ""));
+        }
     }
 
     /** Row starts are offset + t x s0 + h x s1 + p x s2 for every index within {@code sizes}: all 8-byte aligned. */
     private static void requireRowAlignment(Tensor partialO, long[] sizes, long[] rowStrides) {
         int elem = partialO.dtype().bytes();
         long alignment = Ll128.ROW_ALIGNMENT;
-        // heap memory has no address to check (the CPU engine alone reads it)
-        long address = switch (partialO) {
-            case TensorView v -> v.memory().isNative() ? v.memory().address() : 0;
-            case DeviceTensor d -> d.address();
-        };
+        long address = address(partialO);  // 0 for heap memory, which the CPU engine alone reads
         boolean aligned = partialO.offset() * elem % alignment == 0 && address % alignment == 0;
         for (int i = 0; i < 3; i++) {
             if (sizes[i] > 1 && rowStrides[i] * elem % alignment != 0) {

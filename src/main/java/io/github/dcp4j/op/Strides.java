@@ -32,6 +32,19 @@ final class Strides {
         if (offset < 0) {
             throw new IllegalArgumentException("offset must be >= 0; got " + offset);
         }
+        try {
+            long last = offset;
+            for (int i = 0; i < shape.length; i++) {
+                if (shape[i] == 0) {
+                    return;
+                }
+                last = Math.addExact(last, Math.multiplyExact(shape[i] - 1, strides[i]));
+            }
+            Math.multiplyExact(Math.addExact(last, 1), Long.BYTES);
+        } catch (ArithmeticException e) {
+            throw new IllegalArgumentException("shape " + Arrays.toString(shape) + " strides "
+                    + Arrays.toString(strides) + " offset " + offset + " reach past 2^63 bytes");
+        }
     }
 
     static long[] contiguous(long... shape) {

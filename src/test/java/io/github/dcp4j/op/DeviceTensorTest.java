@@ -79,6 +79,22 @@ class DeviceTensorTest {
         e = assertThrows(IllegalArgumentException.class,
                 () -> ReduceCall.validate(o, lse, out, 0, cp, LseMode.BASE2, ws));
         assertTrue(e.getMessage().contains("cp_rank must be the workspace's rank 1; got 0"), e.getMessage());
+        DeviceTensor outOffByOne = new DeviceTensor(ADDRESS + 8192, 0, DType.BF16, new long[] {2, 64},
+                new long[] {64, 1}, 1);
+        e = assertThrows(IllegalArgumentException.class,
+                () -> ReduceCall.validate(o, lse, outOffByOne, 1, cp, LseMode.BASE2, ws));
+        assertTrue(e.getMessage().startsWith("out must start 8-byte aligned; got offset 1"), e.getMessage());
+        DeviceTensor lseAtTwo = DeviceTensor.contiguous(ADDRESS + 4098, 0, DType.FP32, 1, 2, cp);
+        e = assertThrows(IllegalArgumentException.class,
+                () -> ReduceCall.validate(o, lseAtTwo, out, 1, cp, LseMode.BASE2, ws));
+        assertTrue(e.getMessage().startsWith("partial_lse must start 4-byte aligned"), e.getMessage());
+    }
+
+    @Test
+    void aViewWhoseLastElementOverflowsIsRefused() {
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> new DeviceTensor(ADDRESS, 0, DType.BF16, new long[] {5, 1}, new long[] {1L << 62, 1}, 0));
+        assertTrue(e.getMessage().contains("reach past 2^63 bytes"), e.getMessage());
     }
 
     @Test

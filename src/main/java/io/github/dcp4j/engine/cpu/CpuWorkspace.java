@@ -89,10 +89,10 @@ public final class CpuWorkspace implements RankWorkspace {
             throw new IllegalArgumentException("call for cp_rank " + call.cpRank() + " of " + call.cpSize()
                     + " on the workspace of rank " + rank + " of " + cpSize());
         }
-        WorkspaceLayout layout = call.layout();
-        if (layout.bytes() != byteSize()) {
-            throw new IllegalArgumentException("call validated against a workspace of " + layout.bytes()
-                    + " bytes on the workspace of rank " + rank + " (" + byteSize() + " bytes)");
+        WorkspaceLayout layout = WorkspaceLayout.forWorkspace(byteSize(), cpSize(), call.row());
+        if (call.rows() > layout.maxRows()) {
+            throw new IllegalArgumentException("partial_o has " + call.rows() + " rows; the workspace of rank " + rank
+                    + " holds at most " + layout.maxRows());
         }
         TensorView partialO = TensorView.host(call.partialO(), "partial_o", CpuEngine.NAME);
         TensorView partialLse = TensorView.host(call.partialLse(), "partial_lse", CpuEngine.NAME);

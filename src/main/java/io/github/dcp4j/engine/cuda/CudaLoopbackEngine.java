@@ -2,6 +2,7 @@ package io.github.dcp4j.engine.cuda;
 
 import io.github.dcp4j.cuda.CudaDevice;
 import io.github.dcp4j.cuda.CudaStream;
+import io.github.dcp4j.engine.FirstFailure;
 import io.github.dcp4j.engine.LocalGroup;
 import io.github.dcp4j.engine.PeerTimeoutException;
 import io.github.dcp4j.op.DeviceTensor;
@@ -188,8 +189,10 @@ public final class CudaLoopbackEngine implements LocalGroup {
         state.requireUsable();
         List<ReduceCall> calls = LocalGroup.validateAll(partialO, partialLse, out, cpSize(),
                 workspaces.rank(0).workspaceBytes(), mode);
-        binding.bind(stream);
-        return new KernelCall(kernels, calls, views, stream, kernels.coResidentBlocks(), timeout, state);
+        binding.requireAllowed(stream);
+        KernelCall call = new KernelCall(kernels, calls, views, stream, kernels.coResidentBlocks(), timeout, state);
+        binding.bind(stream);  // only once the call passed every check: a refused call binds nothing
+        return call;
     }
 
     /**
@@ -205,6 +208,8 @@ public final class CudaLoopbackEngine implements LocalGroup {
      */
     public void enqueue(List<? extends Tensor> partialO, List<? extends Tensor> partialLse,
                         List<? extends Tensor> out, LseMode mode, CudaStream stream) {
+        Objects.requireNonNull(mode, "lse_mode must be 'base2' or 'basee'; got null");
+        Objects.requireNonNull(stream, "stream");
         requireDevice("partial_o", partialO);
         requireDevice("partial_lse", partialLse);
         requireDevice("out", out);
@@ -255,14 +260,17 @@ public final class CudaLoopbackEngine implements LocalGroup {
     /** A call on {@code stream} in which only {@code ranks} take part (the others never send): the fault tests'. */
     KernelCall prepareRanks(List<ReduceCall> calls, int[] ranks, CudaStream stream) {
         state.requireUsable();
-        binding.bind(stream);
+        binding.requireAllowed(stream);
         List<ReduceCall> launched = new ArrayList<>();
         List<PeerWorkspaces> launchedViews = new ArrayList<>();
         for (int r : ranks) {
             launched.add(calls.get(r));
             launchedViews.add(views.get(r));
         }
-        return new KernelCall(kernels, launched, launchedViews, stream, kernels.coResidentBlocks(), timeout, state);
+        KernelCall call = new KernelCall(kernels, launched, launchedViews, stream, kernels.coResidentBlocks(), timeout,
+                state);
+        binding.bind(stream);
+        return call;
     }
 
     /** As {@link #prepareRanks(List, int[], CudaStream)} on the group's own stream. */
@@ -284,18 +292,21 @@ public final class CudaLoopbackEngine implements LocalGroup {
     /** Frees every workspace, the stream and the module, and the device if the group opened it. */
     @Override
     public void close() {
-        if (!state.close()) {
+        if (!state.beginClose()) {
             return;
         }
-        device.synchronize();  // calls queued on callers' streams too
-        if (lastEager != null) {
-            lastEager.call().close();
-        }
-        ownStream.close();
-        workspaces.close();
-        kernels.close();
-        if (ownsDevice) {
-            device.close();
-        }
+        FirstFailure.runAll(
+                device::synchronize,  // calls queued on callers' streams too, before anything they use is freed
+                () -> {
+                    if (lastEager != null) {
+                        lastEager.call().close();
+                    }
+                },
+                ownStream::close, workspaces::close, kernels::close, state::free,
+                () -> {
+                    if (ownsDevice) {
+                        device.close();
+                    }
+                });
     }
 }

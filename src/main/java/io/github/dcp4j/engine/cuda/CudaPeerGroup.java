@@ -131,13 +131,16 @@ public final class CudaPeerGroup implements LocalGroup {
                     }
                 }
                 Kernels k = kernels.get(d);
-                bindings.get(d).bind(onStreams.get(d));
+                bindings.get(d).requireAllowed(onStreams.get(d));
                 launches.add(new KernelCall(k, onDevice, viewsOnDevice, onStreams.get(d), k.coResidentBlocks(),
                         timeout, state));
             }
         } catch (RuntimeException e) {
             launches.forEach(KernelCall::close);
             throw e;
+        }
+        for (KernelCall k : launches) {  // only once every launch passed every check: a refused call binds nothing
+            bindings.get(k.device()).bind(k.stream());
         }
         return new Prepared(launches);
     }
@@ -200,18 +203,21 @@ public final class CudaPeerGroup implements LocalGroup {
 
     @Override
     public void close() {
-        if (!state.close()) {
+        if (!state.beginClose()) {
             return;
         }
+        List<Runnable> steps = new ArrayList<>();
         for (CudaDevice d : kernels.keySet()) {
-            d.synchronize();  // calls queued on callers' streams too
+            steps.add(d::synchronize);  // calls queued on callers' streams too, before anything they use is freed
         }
         for (CudaStream s : streams.values()) {
-            s.close();
+            steps.add(s::close);
         }
-        workspaces.close();
+        steps.add(workspaces::close);
         for (Kernels k : kernels.values()) {
-            k.close();
+            steps.add(k::close);
         }
+        steps.add(state::free);
+        FirstFailure.runAll(steps.toArray(Runnable[]::new));
     }
 }

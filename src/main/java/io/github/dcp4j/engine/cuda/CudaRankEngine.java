@@ -2,6 +2,7 @@ package io.github.dcp4j.engine.cuda;
 
 import io.github.dcp4j.cuda.CudaDevice;
 import io.github.dcp4j.cuda.CudaStream;
+import io.github.dcp4j.engine.FirstFailure;
 import io.github.dcp4j.engine.RankWorkspace;
 import io.github.dcp4j.layout.Ll128;
 import io.github.dcp4j.op.LseMode;
@@ -167,15 +168,19 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
         String problem = null;
         try {
             call = ReduceCall.validate(partialO, partialLse, out, cpRank, cpSize, mode, shape());
-        } catch (IllegalArgumentException | NullPointerException e) {
+            KernelCall.requireDeviceTensors(view.device(), call);
+            binding.requireAllowed(stream);
+        } catch (IllegalArgumentException | IllegalStateException | NullPointerException e) {
             problem = "passed cp_rank " + cpRank + " / cp_size " + cpSize + ": " + e.getMessage();
         }
         GroupCheck.Claim claim = call == null ? GroupCheck.Claim.of().withProblem(problem)
                 : GroupCheck.Claim.of("cp_size", call.cpSize(), "rows", call.rows(), "heads", call.heads(),
                         "head_dim", call.headDim(), "dtype", call.dtype(), "lse_mode", call.mode().spelling());
         GroupCheck.agree(rendezvous, "call-check", "the call", claim);
+        KernelCall prepared = new KernelCall(kernels, List.of(call), List.of(view), stream, blockBudget, timeout,
+                state);
         binding.bind(stream);
-        return new KernelCall(kernels, List.of(call), List.of(view), stream, blockBudget, timeout, state);
+        return prepared;
     }
 
     /** Runs one collective call (checked on every rank, launched, waited for, outputs read). */
@@ -212,19 +217,21 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
      */
     @Override
     public void close() {
-        if (!state.close()) {
+        if (!state.beginClose()) {
             return;
         }
-        view.device().synchronize();  // calls queued on callers' streams too
-        ownStream.close();
-        kernels.close();
-        try {
-            owned.close();
-        } catch (RuntimeException e) {
-            throw e;
-        } catch (Exception e) {
-            throw new IllegalStateException("closing the rank's workspaces and rendezvous", e);
-        }
+        FirstFailure.runAll(
+                view.device()::synchronize,  // calls queued on callers' streams too, before anything is freed
+                ownStream::close, kernels::close, state::free,
+                () -> {
+                    try {
+                        owned.close();
+                    } catch (RuntimeException e) {
+                        throw e;
+                    } catch (Exception e) {
+                        throw new IllegalStateException("closing the rank's workspaces and rendezvous", e);
+                    }
+                });
     }
 
     @Override

@@ -4,6 +4,7 @@ import io.github.dcp4j.cuda.CudaDevice;
 import io.github.dcp4j.cuda.CudaStream;
 import io.github.dcp4j.cuda.DeviceBuffer;
 import io.github.dcp4j.cuda.KernelLaunch;
+import io.github.dcp4j.engine.FirstFailure;
 import io.github.dcp4j.engine.LocalGroup;
 import io.github.dcp4j.engine.PeerTimeoutException;
 import io.github.dcp4j.layout.KernelAbi;
@@ -213,6 +214,23 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         return d.firstByte();
     }
 
+    /**
+     * The driver's checks of a call's device tensors on {@code device}, on their own (a rank engine makes them before
+     * the group agrees on the call, so that a bad pointer on one rank is refused on all).
+     */
+    static void requireDeviceTensors(CudaDevice device, ReduceCall call) {
+        String rank = " of rank " + call.cpRank();
+        requireDevice(device, call.partialO(), "partial_o" + rank);
+        requireDevice(device, call.partialLse(), "partial_lse" + rank);
+        requireDevice(device, call.out(), "out" + rank);
+    }
+
+    private static void requireDevice(CudaDevice device, Tensor tensor, String name) {
+        if (tensor instanceof DeviceTensor d) {
+            device.requireDeviceSpan(name, d.firstByte(), d.spanBytes(), d.device());
+        }
+    }
+
     /** Copies the elements a view spans (from its first to its last element) to the device; strides are kept. */
     private DeviceBuffer uploadView(TensorView view) {
         int elem = view.dtype().bytes();
@@ -268,16 +286,7 @@ public final class KernelCall implements LocalGroup.PreparedCall {
      */
     void recheckDevicePointers() {
         for (ReduceCall c : calls) {
-            String rank = " of rank " + c.cpRank();
-            recheck(c.partialO(), "partial_o" + rank);
-            recheck(c.partialLse(), "partial_lse" + rank);
-            recheck(c.out(), "out" + rank);
-        }
-    }
-
-    private void recheck(Tensor tensor, String name) {
-        if (tensor instanceof DeviceTensor d) {
-            checked(d, name);
+            requireDeviceTensors(device(), c);
         }
     }
 
@@ -330,16 +339,23 @@ public final class KernelCall implements LocalGroup.PreparedCall {
             return;
         }
         closed = true;
-        if (!buffers.isEmpty()) {
-            stream.synchronize();  // the copies are freed: no launch that reads or writes them may still run
-        }
-        if (launch != null) {
-            launch.close();
-        }
-        if (launchEmpty != null) {
-            launchEmpty.close();
-        }
-        closeBuffers();
+        FirstFailure.runAll(
+                () -> {
+                    if (!buffers.isEmpty()) {
+                        stream.synchronize();  // the copies are freed: no launch that uses them may still run
+                    }
+                },
+                () -> {
+                    if (launch != null) {
+                        launch.close();
+                    }
+                },
+                () -> {
+                    if (launchEmpty != null) {
+                        launchEmpty.close();
+                    }
+                },
+                this::closeBuffers);
     }
 
     private void closeBuffers() {

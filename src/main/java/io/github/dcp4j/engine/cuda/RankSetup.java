@@ -88,8 +88,11 @@ public final class RankSetup implements AutoCloseable {
             workspaces = setup.openWorkspaces(spec.bytes());
             IpcWorkspaces opened = workspaces;
             return CudaRankEngine.open(workspaces, setup.rendezvous, timeout, setup.ranksSharingGpu, () -> {
-                opened.close();
-                setup.close();
+                try {
+                    opened.close();
+                } finally {
+                    setup.close();
+                }
             });
         } catch (RuntimeException e) {
             if (workspaces != null) {

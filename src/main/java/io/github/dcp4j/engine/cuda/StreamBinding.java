@@ -9,12 +9,19 @@ import io.github.dcp4j.cuda.CudaStream;
 final class StreamBinding {
     private CudaStream bound;
 
-    synchronized void bind(CudaStream stream) {
-        if (bound == null) {
-            bound = stream;
-        } else if (bound.address() != stream.address()) {
+    /** Throws if the workspaces are bound to another stream than {@code stream}; binds nothing. */
+    synchronized void requireAllowed(CudaStream stream) {
+        if (bound != null && bound.address() != stream.address()) {
             throw new IllegalStateException("a workspace may only be used from one ordered CUDA stream; this"
                     + " group is bound to its first stream: allocate a workspace group per concurrent stream");
+        }
+    }
+
+    /** Binds the workspaces to {@code stream} if they are bound to none (once a call on it was prepared). */
+    synchronized void bind(CudaStream stream) {
+        requireAllowed(stream);
+        if (bound == null) {
+            bound = stream;
         }
     }
 }

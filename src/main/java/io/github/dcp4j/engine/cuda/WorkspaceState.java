@@ -93,13 +93,20 @@ final class WorkspaceState {
         poison = null;
     }
 
-    /** Marks the workspaces closed and frees the status word; returns false if they were already. */
-    boolean close() {
+    /**
+     * Marks the workspaces closed; returns false if they were already. The status word stays until {@link #free()}:
+     * kernels still queued write it, so the engine frees it after it has waited for them.
+     */
+    boolean beginClose() {
         if (closed) {
             return false;
         }
         closed = true;
-        status.close();
         return true;
+    }
+
+    /** Frees the status word (after {@link #beginClose()} and once no kernel of the engine can run). */
+    void free() {
+        status.close();
     }
 }
