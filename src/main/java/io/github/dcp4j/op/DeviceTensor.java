@@ -75,36 +75,6 @@ public record DeviceTensor(long address, int device, DType dtype, long[] shape, 
     }
 
     @Override
-    public int rank() {
-        return shape.length;
-    }
-
-    @Override
-    public long size(int dim) {
-        return shape[dim];
-    }
-
-    @Override
-    public long stride(int dim) {
-        return strides[dim];
-    }
-
-    @Override
-    public long numel() {
-        return Strides.numel(shape);
-    }
-
-    @Override
-    public boolean isContiguous() {
-        return Strides.isContiguous(shape, strides);
-    }
-
-    @Override
-    public long lastElement() {
-        return Strides.lastElement(shape, strides, offset);
-    }
-
-    @Override
     public boolean equals(Object o) {
         return o instanceof DeviceTensor t && address == t.address && device == t.device && dtype == t.dtype
                 && Arrays.equals(shape, t.shape) && Arrays.equals(strides, t.strides) && offset == t.offset;

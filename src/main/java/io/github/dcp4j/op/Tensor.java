@@ -18,17 +18,29 @@ public sealed interface Tensor permits TensorView, DeviceTensor {
     /** The element index of the view's first element in its memory. */
     long offset();
 
-    int rank();
+    default int rank() {
+        return shape().length;
+    }
 
-    long size(int dim);
+    default long size(int dim) {
+        return shape()[dim];
+    }
 
-    long stride(int dim);
+    default long stride(int dim) {
+        return strides()[dim];
+    }
 
-    long numel();
+    default long numel() {
+        return Strides.numel(shape());
+    }
 
     /** True when the view is row-major with no gaps (sizes of 1 may have any stride). */
-    boolean isContiguous();
+    default boolean isContiguous() {
+        return Strides.isContiguous(shape(), strides());
+    }
 
     /** The element index of the view's last element (its largest, strides being non-negative); needs numel > 0. */
-    long lastElement();
+    default long lastElement() {
+        return Strides.lastElement(shape(), strides(), offset());
+    }
 }

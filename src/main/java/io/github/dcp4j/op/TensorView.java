@@ -35,7 +35,7 @@ public record TensorView(MemorySegment memory, DType dtype, long[] shape, long[]
         strides = strides.clone();
         Strides.check(shape, strides, offset);
         if (numel(shape) > 0) {
-            long endByte = (lastElement(shape, strides, offset) + 1) * dtype.bytes();
+            long endByte = (Strides.lastElement(shape, strides, offset) + 1) * dtype.bytes();
             if (endByte > memory.byteSize()) {
                 throw new IllegalArgumentException("view shape " + Arrays.toString(shape) + " strides "
                         + Arrays.toString(strides) + " offset " + offset + " of " + dtype + " needs " + endByte
@@ -81,14 +81,6 @@ public record TensorView(MemorySegment memory, DType dtype, long[] shape, long[]
     }
 
     /** The element index of the view's last element (its largest, strides being non-negative); needs numel > 0. */
-    @Override
-    public long lastElement() {
-        return lastElement(shape, strides, offset);
-    }
-
-    private static long lastElement(long[] shape, long[] strides, long offset) {
-        return Strides.lastElement(shape, strides, offset);
-    }
 
     public static long[] contiguousStrides(long... shape) {
         return Strides.contiguous(shape);
@@ -106,31 +98,6 @@ public record TensorView(MemorySegment memory, DType dtype, long[] shape, long[]
     @Override
     public long[] strides() {
         return strides.clone();
-    }
-
-    @Override
-    public int rank() {
-        return shape.length;
-    }
-
-    @Override
-    public long size(int dim) {
-        return shape[dim];
-    }
-
-    @Override
-    public long stride(int dim) {
-        return strides[dim];
-    }
-
-    @Override
-    public long numel() {
-        return numel(shape);
-    }
-
-    @Override
-    public boolean isContiguous() {
-        return Strides.isContiguous(shape, strides);
     }
 
     /** The same memory with dimensions reordered: dimension i of the result is dimension {@code order[i]} here. */
