@@ -168,9 +168,7 @@ public final class CudaDevice implements AutoCloseable {
      * other means must be forgotten with {@link #forgetAllocation} before its address could be passed again.
      */
     public void requireDeviceSpan(String argument, long first, long bytes, int declaredOrdinal) {
-        DeviceSpan known = rememberedSpan(first);
-        if (known != null && known.deviceOrdinal() == declaredOrdinal && declaredOrdinal == ordinal
-                && known.contains(first, bytes)) {
+        if (vouchedFor(first, bytes, declaredOrdinal)) {
             return;
         }
         DeviceSpan span = call(() -> DeviceSpan.query(first));
@@ -198,6 +196,16 @@ public final class CudaDevice implements AutoCloseable {
                     + span.rangeBytes()) + ")");
         }
         remember(span);
+    }
+
+    /**
+     * Whether {@link #requireDeviceSpan} would accept the span without asking the driver: it lies inside an
+     * allocation of this GPU the driver vouched for before, and {@code declaredOrdinal} is this GPU.
+     */
+    public boolean vouchedFor(long first, long bytes, int declaredOrdinal) {
+        DeviceSpan known = rememberedSpan(first);
+        return known != null && declaredOrdinal == ordinal && known.deviceOrdinal() == ordinal
+                && known.contains(first, bytes);
     }
 
     /** Allocations {@link #requireDeviceSpan} remembers at most; beyond, it starts over. */

@@ -213,17 +213,21 @@ public final class CudaLoopbackEngine implements LocalGroup {
         requireDevice("partial_o", partialO);
         requireDevice("partial_lse", partialLse);
         requireDevice("out", out);
-        device.run(() -> eagerCall(partialO, partialLse, out, mode, stream).launchOnce());
+        device.run(() -> launchEager(partialO, partialLse, out, mode, stream));
     }
 
-    /** The prepared launch of an eager call: the last one again where the arguments are equal (on the device thread). */
-    private KernelCall eagerCall(List<? extends Tensor> partialO, List<? extends Tensor> partialLse,
-                                 List<? extends Tensor> out, LseMode mode, CudaStream stream) {
+    /**
+     * Launches an eager call (on the device thread): the last one's launch again where the arguments are equal
+     * (its launch structures kept), else a fresh call launched once with structures that live for this launch only.
+     */
+    private void launchEager(List<? extends Tensor> partialO, List<? extends Tensor> partialLse,
+                             List<? extends Tensor> out, LseMode mode, CudaStream stream) {
         EagerCall last = lastEager;
         if (last != null && last.sameAs(partialO, partialLse, out, mode, stream)) {
             state.requireUsable();
             last.call().recheckDevicePointers();
-            return last.call();
+            last.call().launch();
+            return;
         }
         KernelCall call = prepare(partialO, partialLse, out, mode, stream);
         if (last != null) {
@@ -231,7 +235,7 @@ public final class CudaLoopbackEngine implements LocalGroup {
         }
         lastEager = new EagerCall(List.copyOf(partialO), List.copyOf(partialLse), List.copyOf(out), mode,
                 stream.address(), call);
-        return call;
+        call.launchOnce();
     }
 
     private static void requireDevice(String name, List<? extends Tensor> tensors) {

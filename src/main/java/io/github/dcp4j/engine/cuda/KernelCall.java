@@ -219,15 +219,14 @@ public final class KernelCall implements LocalGroup.PreparedCall {
      * the group agrees on the call, so that a bad pointer on one rank is refused on all).
      */
     static void requireDeviceTensors(CudaDevice device, ReduceCall call) {
-        String rank = " of rank " + call.cpRank();
-        requireDevice(device, call.partialO(), "partial_o" + rank);
-        requireDevice(device, call.partialLse(), "partial_lse" + rank);
-        requireDevice(device, call.out(), "out" + rank);
+        requireDevice(device, call.partialO(), "partial_o", call.cpRank());
+        requireDevice(device, call.partialLse(), "partial_lse", call.cpRank());
+        requireDevice(device, call.out(), "out", call.cpRank());
     }
 
-    private static void requireDevice(CudaDevice device, Tensor tensor, String name) {
-        if (tensor instanceof DeviceTensor d) {
-            device.requireDeviceSpan(name, d.firstByte(), d.spanBytes(), d.device());
+    private static void requireDevice(CudaDevice device, Tensor tensor, String argument, int rank) {
+        if (tensor instanceof DeviceTensor d && !device.vouchedFor(d.firstByte(), d.spanBytes(), d.device())) {
+            device.requireDeviceSpan(argument + " of rank " + rank, d.firstByte(), d.spanBytes(), d.device());
         }
     }
 
