@@ -50,6 +50,8 @@ public final class KernelCall implements LocalGroup.PreparedCall {
     private final WorkspaceState state;
     /** Device copies of host views, freed on close. */
     private final List<DeviceBuffer> buffers = new ArrayList<>();
+    /** {first byte, bytes, GPU} of every device tensor: what a relaunch of an eager call checks again. */
+    private final long[] deviceSpans;
     /** Host outputs and the device buffers the kernel writes them into. */
     private final List<HostOutput> hostOutputs = new ArrayList<>();
     private final GridPlan plan;
@@ -93,6 +95,7 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         this.earlyDependents = 2 * grid <= blockBudget;
         try {
             this.args = launchArgs(KernelAbi.capacityFor(calls.size()), first, layout);
+            this.deviceSpans = deviceSpans(calls);
         } catch (RuntimeException e) {
             closeBuffers();
             throw e;
@@ -214,6 +217,25 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         return d.firstByte();
     }
 
+    /** {first byte, bytes, GPU} of every device tensor of {@code calls}, in a row. */
+    private static long[] deviceSpans(List<ReduceCall> calls) {
+        List<DeviceTensor> tensors = new ArrayList<>();
+        for (ReduceCall c : calls) {
+            for (Tensor t : List.of(c.partialO(), c.partialLse(), c.out())) {
+                if (t instanceof DeviceTensor d) {
+                    tensors.add(d);
+                }
+            }
+        }
+        long[] spans = new long[3 * tensors.size()];
+        for (int i = 0; i < tensors.size(); i++) {
+            spans[3 * i] = tensors.get(i).firstByte();
+            spans[3 * i + 1] = tensors.get(i).spanBytes();
+            spans[3 * i + 2] = tensors.get(i).device();
+        }
+        return spans;
+    }
+
     /**
      * The driver's checks of a call's device tensors on {@code device}, on their own (a rank engine makes them before
      * the group agrees on the call, so that a bad pointer on one rank is refused on all).
@@ -284,8 +306,12 @@ public final class KernelCall implements LocalGroup.PreparedCall {
      * where they are still known), before a prepared eager call is launched once more.
      */
     void recheckDevicePointers() {
-        for (ReduceCall c : calls) {
-            requireDeviceTensors(device(), c);
+        CudaDevice device = device();
+        for (int i = 0; i < deviceSpans.length; i += 3) {
+            if (!device.vouchedFor(deviceSpans[i], deviceSpans[i + 1], (int) deviceSpans[i + 2])) {
+                calls.forEach(c -> requireDeviceTensors(device, c));  // asks the driver, names what it refuses
+                return;
+            }
         }
     }
 
