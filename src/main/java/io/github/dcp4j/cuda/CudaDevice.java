@@ -38,6 +38,8 @@ public final class CudaDevice implements AutoCloseable {
      * device addresses are unique across GPUs (unified addressing).
      */
     private static final TreeMap<Long, DeviceSpan> ALLOCATIONS = new TreeMap<>();
+    /** Counts the times an allocation was forgotten: a check made before is still good while it stands. */
+    private static volatile long forgotten;
 
     private CudaDevice(int ordinal) {
         this.ordinal = ordinal;
@@ -208,6 +210,14 @@ public final class CudaDevice implements AutoCloseable {
                 && known.contains(first, bytes);
     }
 
+    /**
+     * How many times a remembered allocation was forgotten so far: spans {@link #vouchedFor} accepted stay accepted
+     * while this is unchanged (nothing remembered can have been freed through dcp4j since).
+     */
+    public static long forgottenAllocations() {
+        return forgotten;
+    }
+
     /** Allocations {@link #requireDeviceSpan} remembers at most; beyond, it starts over. */
     public static final int REMEMBERED_ALLOCATIONS = 1024;
 
@@ -222,6 +232,7 @@ public final class CudaDevice implements AutoCloseable {
         synchronized (ALLOCATIONS) {
             if (ALLOCATIONS.size() >= REMEMBERED_ALLOCATIONS) {
                 ALLOCATIONS.clear();
+                forgotten++;
             }
             ALLOCATIONS.put(span.rangeStart(), span);
         }
@@ -236,6 +247,7 @@ public final class CudaDevice implements AutoCloseable {
             Map.Entry<Long, DeviceSpan> e = ALLOCATIONS.floorEntry(address);
             if (e != null && address - e.getKey() < e.getValue().rangeBytes()) {
                 ALLOCATIONS.remove(e.getKey());
+                forgotten++;
             }
         }
     }

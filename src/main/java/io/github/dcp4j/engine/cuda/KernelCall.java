@@ -52,6 +52,8 @@ public final class KernelCall implements LocalGroup.PreparedCall {
     private final List<DeviceBuffer> buffers = new ArrayList<>();
     /** {first byte, bytes, GPU} of every device tensor: what a relaunch of an eager call checks again. */
     private final long[] deviceSpans;
+    /** {@link CudaDevice#forgottenAllocations()} when the device tensors were last found vouched for. */
+    private long checkedAtForgotten;
     /** Host outputs and the device buffers the kernel writes them into. */
     private final List<HostOutput> hostOutputs = new ArrayList<>();
     private final GridPlan plan;
@@ -93,6 +95,7 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         // budget is this launch's share of the GPU, so early blocks of every launch sharing the GPU never take the
         // slots a launch that has not started yet needs (its peers would wait for it until their timeouts).
         this.earlyDependents = 2 * grid <= blockBudget;
+        this.checkedAtForgotten = CudaDevice.forgottenAllocations();  // read before launchArgs checks the pointers
         try {
             this.args = launchArgs(KernelAbi.capacityFor(calls.size()), first, layout);
             this.deviceSpans = deviceSpans(calls);
@@ -306,13 +309,18 @@ public final class KernelCall implements LocalGroup.PreparedCall {
      * where they are still known), before a prepared eager call is launched once more.
      */
     void recheckDevicePointers() {
+        long now = CudaDevice.forgottenAllocations();
+        if (now == checkedAtForgotten) {
+            return;  // nothing was forgotten since: every span is still inside an allocation the driver vouched for
+        }
         CudaDevice device = device();
         for (int i = 0; i < deviceSpans.length; i += 3) {
             if (!device.vouchedFor(deviceSpans[i], deviceSpans[i + 1], (int) deviceSpans[i + 2])) {
                 calls.forEach(c -> requireDeviceTensors(device, c));  // asks the driver, names what it refuses
-                return;
+                break;
             }
         }
+        checkedAtForgotten = now;
     }
 
     /** The stream this call runs on. */
