@@ -76,8 +76,9 @@ public record DeviceTensor(long address, int device, DType dtype, long[] shape, 
 
     @Override
     public boolean equals(Object o) {
-        return this == o || o instanceof DeviceTensor t && address == t.address && device == t.device && dtype == t.dtype
-                && Arrays.equals(shape, t.shape) && Arrays.equals(strides, t.strides) && offset == t.offset;
+        return this == o || o instanceof DeviceTensor t && address == t.address && device == t.device
+                && dtype == t.dtype && Arrays.equals(shape, t.shape) && Arrays.equals(strides, t.strides)
+                && offset == t.offset;
     }
 
     @Override

@@ -202,8 +202,8 @@ public final class CudaLoopbackEngine implements LocalGroup {
      * with the stream; until then, outputs may still be being written.
      *
      * <p>A call with the same arguments as the previous one (equal tensors, mode and stream: what a model's decode
-     * step passes layer after layer) reuses its validated launch arguments; its pointers are checked again against
-     * the allocations the driver vouched for, so memory freed through {@code DeviceBuffer} or forgotten with
+     * step passes layer after layer) relaunches its prepared launch; its pointers are checked again whenever an
+     * allocation was forgotten since, so memory freed through {@code DeviceBuffer} or forgotten with
      * {@code CudaDevice.forgetAllocation} is still refused.
      */
     public void enqueue(List<? extends Tensor> partialO, List<? extends Tensor> partialLse,

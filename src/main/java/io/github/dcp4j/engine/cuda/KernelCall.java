@@ -26,7 +26,7 @@ import java.util.List;
  * One prepared launch of the LL128 kernel on one GPU, for one or more ranks (all of a loopback group, or the one rank
  * of this process), and the launch parameter, which carries everything by value (KernelAbi). Device tensors
  * ({@link DeviceTensor}) are read and written in place, after the driver has confirmed that each is device memory
- * this GPU may use and lies inside one allocation; host views ({@link TensorView}, the convenience path) are copied
+ * of this GPU and lies inside one allocation; host views ({@link TensorView}, the convenience path) are copied
  * to the device here as they lie (strides kept) and their outputs copied back by {@link #readOutputs()}.
  * {@link #launch()} queues the launch on the call's stream, after whatever the stream holds, with no host
  * synchronisation (inside a capture it lands in the caller's graph, which then reads the device tensors' contents
@@ -34,8 +34,8 @@ import java.util.List;
  *
  * <p>The launch allows programmatic dependent launch (KernelLaunch): the kernel waits for the stream's earlier work
  * before it reads anything, and the next kernel on the stream may be scheduled before this one ends, so a kernel
- * queued after it that itself uses programmatic dependent launch must execute {@code griddepcontrol.wait} (
- * {@code cudaGridDependencySynchronize}) before it reads this call's outputs; a kernel launched without the
+ * queued after it that itself uses programmatic dependent launch must execute {@code griddepcontrol.wait}
+ * ({@code cudaGridDependencySynchronize}) before it reads this call's outputs; a kernel launched without the
  * attribute is ordered after this one as usual.
  *
  * <p>Every block of the protocol must be resident at once, and the launch is not cooperative (docs/CUDA.md): the grid
