@@ -20,27 +20,24 @@ public final class CaseMatrix {
      */
     public static List<Benchmark.Case> cases(List<String> modes, List<Integer> batches, int cp, List<String> l2,
                                              List<String> inputs) {
-        List<Boolean> flushes = new ArrayList<>();
-        for (String s : l2) {
-            switch (s) {
-                case "hot" -> flushes.add(false);
-                case "flushed" -> flushes.add(true);
-                default -> throw new IllegalArgumentException("--l2 must be hot and/or flushed; got '" + s + "'");
-            }
-        }
-        List<Boolean> onDevice = new ArrayList<>();
-        for (String s : inputs) {
-            switch (s) {
-                case "host" -> onDevice.add(false);
-                case "device" -> onDevice.add(true);
-                default -> throw new IllegalArgumentException("--inputs must be host and/or device; got '" + s + "'");
-            }
-        }
+        List<Boolean> flushes = choices("--l2", l2, "hot", "flushed");
         List<Benchmark.Case> cases = new ArrayList<>();
-        for (boolean device : onDevice) {
+        for (boolean device : choices("--inputs", inputs, "host", "device")) {
             casesOf(modes, batches, cp, flushes, device, cases);
         }
         return cases;
+    }
+
+    /** Each of {@code values} as false ({@code off}) or true ({@code on}); anything else is refused, naming it. */
+    private static List<Boolean> choices(String option, List<String> values, String off, String on) {
+        List<Boolean> chosen = new ArrayList<>();
+        for (String v : values) {
+            if (!v.equals(off) && !v.equals(on)) {
+                throw new IllegalArgumentException(option + " must be " + off + " and/or " + on + "; got '" + v + "'");
+            }
+            chosen.add(v.equals(on));
+        }
+        return chosen;
     }
 
     private static void casesOf(List<String> modes, List<Integer> batches, int cp, List<Boolean> flushes,

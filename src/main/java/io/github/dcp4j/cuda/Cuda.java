@@ -6,6 +6,11 @@ import jcuda.driver.CUresult;
 import jcuda.driver.CUstream;
 import jcuda.driver.JCudaDriver;
 
+import java.lang.foreign.Arena;
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.Linker;
+import java.lang.foreign.SymbolLookup;
+import java.lang.invoke.MethodHandle;
 import java.lang.reflect.Field;
 
 /**
@@ -87,6 +92,17 @@ public final class Cuda {
         } catch (IllegalAccessException e) {
             throw new IllegalStateException(e);
         }
+    }
+
+    /**
+     * A downcall handle to the driver function {@code name} of the libcuda JCuda uses (for what JCuda does not
+     * bind); {@code missing} says what its absence means. Look it up on first use, so that loading a class needs no
+     * driver.
+     */
+    static MethodHandle driverFunction(String name, FunctionDescriptor descriptor, String missing) {
+        return Linker.nativeLinker().downcallHandle(SymbolLookup.libraryLookup("libcuda.so.1", Arena.global())
+                .find(name).orElseThrow(() -> new IllegalStateException("libcuda has no " + name + " (" + missing
+                        + ")")), descriptor);
     }
 
     /** A JCuda stream for a raw {@code CUstream} handle (0 is the legacy default stream). */

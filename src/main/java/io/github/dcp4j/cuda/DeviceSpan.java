@@ -2,9 +2,7 @@ package io.github.dcp4j.cuda;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
-import java.lang.foreign.Linker;
 import java.lang.foreign.MemorySegment;
-import java.lang.foreign.SymbolLookup;
 import java.lang.invoke.MethodHandle;
 
 import static java.lang.foreign.ValueLayout.ADDRESS;
@@ -35,15 +33,16 @@ public record DeviceSpan(int memoryType, int deviceOrdinal, long rangeStart, lon
     };
     /** The memory type the driver reports for an address it knows no allocation at (its attributes' default). */
     private static final int UNKNOWN = 0;
-    /** {@code CUDA_ERROR_INVALID_VALUE}: the one-attribute form's answer where it knows no allocation. */
+    /**
+     * {@code CUDA_ERROR_INVALID_VALUE}: what the one-attribute form answers where the driver knows no allocation;
+     * taken the same way should this form answer it.
+     */
     private static final int INVALID_VALUE = 1;
 
     /** Looked up on first use only, so that loading this class needs no driver. */
     private static final class Driver {
-        static final MethodHandle GET_ATTRIBUTES = Linker.nativeLinker().downcallHandle(
-                SymbolLookup.libraryLookup("libcuda.so.1", Arena.global()).find("cuPointerGetAttributes")
-                        .orElseThrow(() -> new IllegalStateException("libcuda has no cuPointerGetAttributes")),
-                FunctionDescriptor.of(JAVA_INT, JAVA_INT, ADDRESS, ADDRESS, JAVA_LONG));
+        static final MethodHandle GET_ATTRIBUTES = Cuda.driverFunction("cuPointerGetAttributes",
+                FunctionDescriptor.of(JAVA_INT, JAVA_INT, ADDRESS, ADDRESS, JAVA_LONG), "the pointer checks need it");
     }
 
     /**

@@ -4,12 +4,10 @@ import jcuda.driver.CUfunction;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
-import java.lang.foreign.Linker;
 import java.lang.foreign.MemoryLayout;
 import java.lang.foreign.MemoryLayout.PathElement;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.StructLayout;
-import java.lang.foreign.SymbolLookup;
 import java.lang.invoke.MethodHandle;
 
 import static java.lang.foreign.ValueLayout.ADDRESS;
@@ -51,10 +49,8 @@ public final class KernelLaunch implements AutoCloseable {
 
     /** Looked up on first use only, so that loading this class needs no driver. */
     private static final class Driver {
-        static final MethodHandle LAUNCH_KERNEL_EX = Linker.nativeLinker().downcallHandle(
-                SymbolLookup.libraryLookup("libcuda.so.1", Arena.global()).find("cuLaunchKernelEx")
-                        .orElseThrow(() -> new IllegalStateException("libcuda has no cuLaunchKernelEx (CUDA >= 11.8)")),
-                FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS, ADDRESS));
+        static final MethodHandle LAUNCH_KERNEL_EX = Cuda.driverFunction("cuLaunchKernelEx",
+                FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS, ADDRESS), "CUDA >= 11.8");
     }
 
     private final Arena arena = Arena.ofShared();

@@ -225,11 +225,10 @@ public record ReduceCall(Tensor partialO, Tensor partialLse, Tensor out, int cpR
      * aligned device buffers, so only their element offset matters there.
      */
     private static void requireFirstByteAligned(String name, Tensor t, int alignment) {
-        long first = (t instanceof DeviceTensor ? address(t) : 0) + t.offset() * t.dtype().bytes();
-        if (first % alignment != 0) {
+        long base = t instanceof DeviceTensor d ? d.address() : 0;
+        if ((base + t.offset() * t.dtype().bytes()) % alignment != 0) {
             throw new IllegalArgumentException(name + " must start " + alignment + "-byte aligned; got offset "
-                    + t.offset() + (t instanceof DeviceTensor d ? " at address 0x" + Long.toHexString(d.address())
-                    : ""));
+                    + t.offset() + (base != 0 ? " at address 0x" + Long.toHexString(base) : ""));
         }
     }
 

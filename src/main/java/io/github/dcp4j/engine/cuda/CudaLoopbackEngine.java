@@ -42,7 +42,7 @@ public final class CudaLoopbackEngine implements LocalGroup {
     private final Duration timeout;
     private final CudaStream ownStream;
     private final boolean ownsDevice;
-    private final StreamBinding binding = new StreamBinding();
+    private final StreamBinding binding;
     private final WorkspaceState state;
     /** The last eager call's arguments and its prepared launch (device tensors only: it holds no memory). */
     private EagerCall lastEager;
@@ -59,6 +59,7 @@ public final class CudaLoopbackEngine implements LocalGroup {
     private CudaLoopbackEngine(CudaDevice device, boolean ownsDevice, int cpSize, long workspaceBytes,
                                Duration timeout) {
         this.device = device;
+        this.binding = new StreamBinding(device);
         this.ownsDevice = ownsDevice;
         this.timeout = timeout;
         this.kernels = new Kernels(device);
@@ -181,11 +182,6 @@ public final class CudaLoopbackEngine implements LocalGroup {
      */
     public KernelCall prepare(List<? extends Tensor> partialO, List<? extends Tensor> partialLse,
                               List<? extends Tensor> out, LseMode mode, CudaStream stream) {
-        Objects.requireNonNull(stream, "stream");
-        if (stream.device() != device) {
-            throw new IllegalArgumentException("stream must be on this group's " + device + "; got one on "
-                    + stream.device());
-        }
         state.requireUsable();
         List<ReduceCall> calls = LocalGroup.validateAll(partialO, partialLse, out, cpSize(),
                 workspaces.rank(0).workspaceBytes(), mode);

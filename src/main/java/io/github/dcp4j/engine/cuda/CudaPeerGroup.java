@@ -53,7 +53,7 @@ public final class CudaPeerGroup implements LocalGroup {
                 if (!kernels.containsKey(d)) {
                     kernels.put(d, new Kernels(d));
                     streams.put(d, new CudaStream(d));
-                    bindings.put(d, new StreamBinding());
+                    bindings.put(d, new StreamBinding(d));
                 }
                 views.add(workspaces.rank(r));
             }
@@ -110,10 +110,9 @@ public final class CudaPeerGroup implements LocalGroup {
                             List<? extends Tensor> out, LseMode mode, Map<CudaDevice, CudaStream> onStreams) {
         Objects.requireNonNull(onStreams, "streams");
         for (CudaDevice d : kernels.keySet()) {
-            CudaStream s = onStreams.get(d);
-            if (s == null || s.device() != d) {
-                throw new IllegalArgumentException("streams must hold a stream on each GPU of the group; for " + d
-                        + " got " + (s == null ? "none" : "one on " + s.device()));
+            if (onStreams.get(d) == null) {
+                throw new IllegalArgumentException("streams must hold a stream for each GPU of the group; none for "
+                        + d);
             }
         }
         state.requireUsable();

@@ -35,14 +35,15 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
     private final Duration timeout;
     private final int blockBudget;
     private final CudaStream ownStream;
-    private final StreamBinding binding = new StreamBinding();
+    private final StreamBinding binding;
     private final WorkspaceState state;
     /** What closing the engine closes after it (the bootstrap's workspaces and rendezvous), or nothing. */
-    private final AutoCloseable owned;
+    private final Runnable owned;
 
     private CudaRankEngine(PeerWorkspaces view, Rendezvous rendezvous, Duration timeout, int ranksSharingGpu,
-                           AutoCloseable owned) {
+                           Runnable owned) {
         this.view = view;
+        this.binding = new StreamBinding(view.device());
         this.owned = owned;
         this.rendezvous = rendezvous;
         this.timeout = timeout;
@@ -74,9 +75,9 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
         return open(view, rendezvous, timeout, ranksSharingGpu, () -> { });
     }
 
-    /** As {@link #open(PeerWorkspaces, Rendezvous, Duration, int)}; closing the engine then closes {@code owned}. */
+    /** As {@link #open(PeerWorkspaces, Rendezvous, Duration, int)}; closing the engine then runs {@code owned}. */
     static CudaRankEngine open(PeerWorkspaces view, Rendezvous rendezvous, Duration timeout, int ranksSharingGpu,
-                               AutoCloseable owned) {
+                               Runnable owned) {
         Objects.requireNonNull(view, "view");
         Objects.requireNonNull(rendezvous, "rendezvous");
         CudaLoopbackEngine.requirePositive(timeout);
@@ -158,11 +159,6 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
      */
     public KernelCall prepare(Tensor partialO, Tensor partialLse, Tensor out, int cpRank, int cpSize,
                               LseMode mode, CudaStream stream) {
-        Objects.requireNonNull(stream, "stream");
-        if (stream.device() != view.device()) {
-            throw new IllegalArgumentException("stream must be on this rank's " + view.device() + "; got one on "
-                    + stream.device());
-        }
         state.requireUsable();
         ReduceCall call = null;
         String problem = null;
@@ -222,16 +218,7 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
         }
         FirstFailure.runAll(
                 view.device()::synchronize,  // calls queued on callers' streams too, before anything is freed
-                ownStream::close, kernels::close, state::free,
-                () -> {
-                    try {
-                        owned.close();
-                    } catch (RuntimeException e) {
-                        throw e;
-                    } catch (Exception e) {
-                        throw new IllegalStateException("closing the rank's workspaces and rendezvous", e);
-                    }
-                });
+                ownStream::close, kernels::close, state::free, owned);
     }
 
     @Override

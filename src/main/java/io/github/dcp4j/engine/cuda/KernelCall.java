@@ -15,6 +15,7 @@ import io.github.dcp4j.op.ReduceCall;
 import io.github.dcp4j.op.Tensor;
 import io.github.dcp4j.op.TensorView;
 import io.github.dcp4j.peer.PeerWorkspaces;
+import jcuda.driver.CUfunction;
 
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -50,8 +51,6 @@ public final class KernelCall implements LocalGroup.PreparedCall {
     private final WorkspaceState state;
     /** Device copies of host views, freed on close. */
     private final List<DeviceBuffer> buffers = new ArrayList<>();
-    /** {first byte, bytes, GPU} of every device tensor: what a relaunch of an eager call checks again. */
-    private final long[] deviceSpans;
     /** {@link CudaDevice#forgottenAllocations()} when the device tensors were last found vouched for. */
     private long checkedAtForgotten;
     /** Host outputs and the device buffers the kernel writes them into. */
@@ -95,10 +94,10 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         // budget is this launch's share of the GPU, so early blocks of every launch sharing the GPU never take the
         // slots a launch that has not started yet needs (its peers would wait for it until their timeouts).
         this.earlyDependents = 2 * grid <= blockBudget;
-        this.checkedAtForgotten = CudaDevice.forgottenAllocations();  // read before launchArgs checks the pointers
+        this.checkedAtForgotten = CudaDevice.forgottenAllocations();  // read before the pointers are checked
+        calls.forEach(c -> requireDeviceTensors(kernels.device(), c));
         try {
             this.args = launchArgs(KernelAbi.capacityFor(calls.size()), first, layout);
-            this.deviceSpans = deviceSpans(calls);
         } catch (RuntimeException e) {
             closeBuffers();
             throw e;
@@ -166,10 +165,9 @@ public final class KernelCall implements LocalGroup.PreparedCall {
     /** Writes one rank's arguments; returns whether all its rows start 16-byte aligned. */
     private boolean writeRankArgs(ByteBuffer b, int base, ReduceCall call) {
         int elem = call.dtype().bytes();
-        String rank = " of rank " + call.cpRank();
-        long o = inputAddress(call.partialO(), "partial_o" + rank);
-        long lse = inputAddress(call.partialLse(), "partial_lse" + rank);
-        long out = outputAddress(call.out(), "out" + rank);
+        long o = inputAddress(call.partialO());
+        long lse = inputAddress(call.partialLse());
+        long out = outputAddress(call.out());
         long[] os = call.oStrides();
         long[] ls = call.lseStrides();
         List<KernelAbi.Field> f = KernelAbi.RANK_ARGS;
@@ -194,18 +192,18 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         b.putLong(base + KernelAbi.offset(fields, name), value);
     }
 
-    /** The device address of an input's first element: a device tensor's own, once checked, or a host view's copy. */
-    private long inputAddress(Tensor tensor, String name) {
+    /** The device address of an input's first element: a device tensor's own (checked), or a host view's copy. */
+    private long inputAddress(Tensor tensor) {
         return switch (tensor) {
-            case DeviceTensor d -> checked(d, name);
+            case DeviceTensor d -> d.firstByte();
             case TensorView v -> uploadView(v).address();
         };
     }
 
-    /** The device address the kernel writes an output to: a device tensor's own, or a buffer read back later. */
-    private long outputAddress(Tensor tensor, String name) {
+    /** The device address the kernel writes an output to: a device tensor's own (checked), or a buffer read back. */
+    private long outputAddress(Tensor tensor) {
         return switch (tensor) {
-            case DeviceTensor d -> checked(d, name);
+            case DeviceTensor d -> d.firstByte();
             case TensorView v -> {
                 DeviceBuffer buffer = DeviceBuffer.allocate(device(), v.numel() * v.dtype().bytes());
                 buffers.add(buffer);
@@ -215,33 +213,10 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         };
     }
 
-    private long checked(DeviceTensor d, String name) {
-        device().requireDeviceSpan(name, d.firstByte(), d.spanBytes(), d.device());
-        return d.firstByte();
-    }
-
-    /** {first byte, bytes, GPU} of every device tensor of {@code calls}, in a row. */
-    private static long[] deviceSpans(List<ReduceCall> calls) {
-        List<DeviceTensor> tensors = new ArrayList<>();
-        for (ReduceCall c : calls) {
-            for (Tensor t : List.of(c.partialO(), c.partialLse(), c.out())) {
-                if (t instanceof DeviceTensor d) {
-                    tensors.add(d);
-                }
-            }
-        }
-        long[] spans = new long[3 * tensors.size()];
-        for (int i = 0; i < tensors.size(); i++) {
-            spans[3 * i] = tensors.get(i).firstByte();
-            spans[3 * i + 1] = tensors.get(i).spanBytes();
-            spans[3 * i + 2] = tensors.get(i).device();
-        }
-        return spans;
-    }
-
     /**
-     * The driver's checks of a call's device tensors on {@code device}, on their own (a rank engine makes them before
-     * the group agrees on the call, so that a bad pointer on one rank is refused on all).
+     * The driver's checks of a call's device tensors on {@code device}, before anything is copied or launched (a rank
+     * engine also makes them before the group agrees on the call, so that a bad pointer on one rank is refused on
+     * all).
      */
     static void requireDeviceTensors(CudaDevice device, ReduceCall call) {
         requireDevice(device, call.partialO(), "partial_o", call.cpRank());
@@ -275,8 +250,7 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         requireOpen();
         device().run(() -> {
             if (launch == null) {
-                launch = new KernelLaunch(kernels.kernel(calls.getFirst().dtype(), calls.getFirst().mode(),
-                        KernelAbi.capacityFor(calls.size())), grid, Ll128.BLOCK_THREADS, args, stream);
+                launch = new KernelLaunch(opKernel(), grid, Ll128.BLOCK_THREADS, args, stream);
             }
             launch.queue();
         });
@@ -300,27 +274,24 @@ public final class KernelCall implements LocalGroup.PreparedCall {
      */
     void launchOnce() {
         requireOpen();
-        KernelLaunch.queueOnce(kernels.kernel(calls.getFirst().dtype(), calls.getFirst().mode(),
-                KernelAbi.capacityFor(calls.size())), grid, Ll128.BLOCK_THREADS, args, stream);
+        KernelLaunch.queueOnce(opKernel(), grid, Ll128.BLOCK_THREADS, args, stream);
+    }
+
+    private CUfunction opKernel() {
+        return kernels.kernel(calls.getFirst().dtype(), calls.getFirst().mode(), KernelAbi.capacityFor(calls.size()));
     }
 
     /**
-     * Checks every device tensor of the call again (against the allocations the device remembers: no driver call
-     * where they are still known), before a prepared eager call is launched once more.
+     * Checks every device tensor of the call again where a remembered allocation was forgotten since the last check
+     * (the driver is asked only about spans no longer vouched for), before a prepared eager call is launched once
+     * more.
      */
     void recheckDevicePointers() {
         long now = CudaDevice.forgottenAllocations();
-        if (now == checkedAtForgotten) {
-            return;  // nothing was forgotten since: every span is still inside an allocation the driver vouched for
+        if (now != checkedAtForgotten) {
+            calls.forEach(c -> requireDeviceTensors(device(), c));
+            checkedAtForgotten = now;
         }
-        CudaDevice device = device();
-        for (int i = 0; i < deviceSpans.length; i += 3) {
-            if (!device.vouchedFor(deviceSpans[i], deviceSpans[i + 1], (int) deviceSpans[i + 2])) {
-                calls.forEach(c -> requireDeviceTensors(device, c));  // asks the driver, names what it refuses
-                break;
-            }
-        }
-        checkedAtForgotten = now;
     }
 
     /** The stream this call runs on. */

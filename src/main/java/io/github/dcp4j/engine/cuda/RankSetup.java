@@ -2,6 +2,7 @@ package io.github.dcp4j.engine.cuda;
 
 import io.github.dcp4j.cuda.Cuda;
 import io.github.dcp4j.cuda.CudaDevice;
+import io.github.dcp4j.engine.FirstFailure;
 import io.github.dcp4j.op.WorkspaceSpec;
 import io.github.dcp4j.peer.IpcWorkspaces;
 import io.github.dcp4j.rendezvous.Rendezvous;
@@ -87,13 +88,8 @@ public final class RankSetup implements AutoCloseable {
         try {
             workspaces = setup.openWorkspaces(spec.bytes());
             IpcWorkspaces opened = workspaces;
-            return CudaRankEngine.open(workspaces, setup.rendezvous, timeout, setup.ranksSharingGpu, () -> {
-                try {
-                    opened.close();
-                } finally {
-                    setup.close();
-                }
-            });
+            return CudaRankEngine.open(workspaces, setup.rendezvous, timeout, setup.ranksSharingGpu,
+                    () -> FirstFailure.runAll(opened::close, setup::close));
         } catch (RuntimeException e) {
             if (workspaces != null) {
                 workspaces.close();
