@@ -13,7 +13,7 @@
 //                         group-0 warp of a row polls every source's LSE lines and computes the row's weights once,
 //                         for the row's other warps (shared memory). Each warp polls its group's lines of every
 //                         source in its own workspace (sources in batches of 8), takes its own rank's slice straight
-//                         from partial_o, merges in source order 0..cp-1, zeroes every flag it consumed and writes
+//                         from partial_o, zeroes every flag it consumed, merges in source order 0..cp-1 and writes
 //                         its part of the output row as 16-byte stores.
 // No fence, no readiness word, no grid barrier: readiness travels in each line. Every block must be resident at once
 // (a spinning receiver must never wait for a sender that cannot start): the host sizes the grid within its share of
@@ -39,8 +39,12 @@ static_assert(kSendWarps * kWarpSize == 128, "the sending warps are one warpgrou
 // bf16), and its LSE.
 struct alignas(16) SendStage {
     uint64_t words[kChunkGroups * kGroupWords];  // the chunk's input, as it lies in partial_o
+    unsigned char* lines;                        // the chunk's first line in the destination's slot 0
+    unsigned char* lse_lines;                    // the LSE line of the chunk's first group there
     float lse;                                   // partial_lse[row, dst]
-    int pad[3];
+    int pos;                                     // the item's row position in the block
+    int chunk;                                   // which chunk of its item
+    int pad;
 };
 static_assert(sizeof(SendStage) % 16 == 0, "send stages stay 16-byte aligned");
 
@@ -82,7 +86,8 @@ struct Block {
 
 // One sending warp: its items k = warp, warp + SEND_WARPS, ... of the block's (row position, peer) items, each in
 // chunks of up to kChunkGroups line groups, staged through shared memory SEND_STAGES chunks deep. A cursor walks the
-// units (item, chunk) twice: once to start their copies, SEND_STAGES - 1 units ahead, once to store them.
+// units (item, chunk) to start their copies, SEND_STAGES - 1 units ahead of their stores; a unit's stage also holds
+// where it goes, so that the store computes no address.
 template <int N, typename T>
 struct Sender {
     // A position in this warp's units.
@@ -103,13 +108,12 @@ struct Sender {
     int chunks;  // chunks of one item
     int units;   // (item, chunk) units of this warp
     int issued;  // units whose copies were started
-    int first_item;
     Cursor next_copy;
 
     __device__ Sender(const Block<N>& block, int warp)
         : b(block), stages(block.sh.stages[warp % kSendWarps]), peers((int)block.a.cp - 1),
           chunks(((int)block.a.line_groups + kChunkGroups - 1) / kChunkGroups), units(0), issued(0),
-          first_item(warp), next_copy{warp, 0} {
+          next_copy{warp, 0} {
         const int items = block.rows * peers;
         if (warp < kSendWarps && items > warp) {
             units = (items - warp + kSendWarps - 1) / kSendWarps * chunks;
@@ -156,6 +160,15 @@ struct Sender {
                 ptx::cp_async_4(&st.lse, r.partial_lse + b.row_offset(row, r.lse_stride_token, r.lse_stride_head) +
                                              dst * r.lse_stride_peer);
             }
+            if (b.lane == 0) {
+                // where the chunk goes, computed while its input is in flight (the store adds the slot)
+                unsigned char* peer = b.a.workspaces[dst];
+                const int first_group = next_copy.chunk * kChunkGroups;
+                st.lines = peer + b.lines().data_line(0, b.rank, row, first_group * kLinesPerGroup);
+                st.lse_lines = peer + b.lines().lse_line(0, b.rank, row, first_group);
+                st.pos = pos;
+                st.chunk = next_copy.chunk;
+            }
             next_copy.next(chunks);
         }
         ptx::cp_async_commit();
@@ -189,24 +202,19 @@ struct Sender {
         }
     }
 
-    // Writes one staged chunk of item k: its groups' lines (4 per group, fewer in a row's last group), then one LSE
-    // line per group (lane g stores group g's).
-    __device__ void store(const SendStage& st, int k, int chunk, const CallFlags& f) const {
+    // Writes one staged chunk: its groups' lines (4 per group, fewer in a row's last group), then one LSE line per
+    // group (lane g stores group g's).
+    __device__ void store(const SendStage& st, const CallFlags& f) const {
         const LaunchArgs<N>& a = b.a;
-        int pos;
-        int dst;
-        int row;
-        item_of(k, pos, dst, row);
-        if (chunk == 0) {
-            wait_for_window(pos);
+        if (st.chunk == 0) {
+            wait_for_window(st.pos);
         }
         const int part = b.lane % kLanesPerLine;
         const int sub = b.lane / kLanesPerLine;
-        const int first_group = chunk * kChunkGroups;
+        const int first_group = st.chunk * kChunkGroups;
         const int groups = min(kChunkGroups, (int)a.line_groups - first_group);
         const int words = (int)a.data_words - first_group * kGroupWords;  // words of the row from this chunk on
-        unsigned char* peer = a.workspaces[dst];
-        unsigned char* lines = peer + b.lines().data_line(f.slot, b.rank, row, first_group * kLinesPerGroup);
+        unsigned char* lines = st.lines + f.slot * b.lines().data_slot_stride();
 #pragma unroll
         for (int g = 0; g < kChunkGroups; ++g) {
             if (g < groups && (first_group + g) * kLinesPerGroup + sub < a.data_lines) {
@@ -217,20 +225,18 @@ struct Sender {
             }
         }
         if (b.lane < groups) {
-            ptx::st_volatile_lse_line(peer + b.lines().lse_line(f.slot, b.rank, row, first_group + b.lane),
+            ptx::st_volatile_lse_line(st.lse_lines + f.slot * b.lines().lse_slot_stride() + b.lane * kLseLineBytes,
                                       __float_as_uint(st.lse), f.lse);
         }
     }
 
     __device__ void run(const CallFlags& f) {
-        Cursor next_store{first_item, 0};
         for (int u = 0; u < units; ++u) {
             issue_next();
             ptx::cp_async_wait<kSendStages - 1>();
             __syncwarp();
-            store(stages[u % kSendStages], next_store.item, next_store.chunk, f);
+            store(stages[u % kSendStages], f);
             __syncwarp();  // every lane has read the stage before it is filled again
-            next_store.next(chunks);
         }
     }
 };
@@ -408,11 +414,10 @@ struct Receiver {
             }
             if (a.reload_lines) {
                 // Every flag of the batch is there: load the lines once more, so that the words merged were read
-                // after their flag was seen (the receiver then relies on stores landing whole, not loads).
+                // after their flag was seen (the receiver then relies on stores landing whole, not loads). The
+                // weights are computed while the reload is in flight.
                 __syncwarp();
                 fetch_lines(batch, line0 + s0 * stride, stride, remote);
-                ptx::cp_async_wait<0>();
-                __syncwarp();
             }
             if (s0 == 0) {
                 if (weights_here) {
@@ -428,6 +433,7 @@ struct Receiver {
                         *reinterpret_cast<volatile int*>(&b.sh.weights_ready[slot]) = pos + 1;
                     }
                 } else if (!await_weights(slot, pos)) {
+                    ptx::cp_async_wait<0>();  // the reload lands before the batch's memory is given up
                     return false;
                 }
 #pragma unroll
@@ -435,7 +441,20 @@ struct Receiver {
                     acc[i] = 0.f;
                 }
             }
-            // Merge in source order; zero the flag of every consumed line.
+            if (a.reload_lines) {
+                ptx::cp_async_wait<0>();
+                __syncwarp();
+            }
+            // Zero the flag of every line the batch consumed (its words are in shared memory now), then merge in
+            // source order.
+            if (part == kFlagPart) {
+#pragma unroll
+                for (int k = 0; k < kSourceBatch; ++k) {
+                    if (remote & (1u << k)) {
+                        ptx::st_volatile_clear_flag(const_cast<unsigned char*>(line0 + (s0 + k) * stride) + kWordBytes);
+                    }
+                }
+            }
 #pragma unroll
             for (int k = 0; k < kSourceBatch; ++k) {
                 const int s = s0 + k;
@@ -445,9 +464,6 @@ struct Receiver {
                     accumulate_word<T>(acc, w, v.x);
                     if (part != kFlagPart) {
                         accumulate_word<T>(acc + kElemsPerWord, w, v.y);
-                    }
-                    if (part == kFlagPart && line_valid && s != b.rank) {
-                        ptx::st_volatile_clear_flag(const_cast<unsigned char*>(line0 + s * stride) + kWordBytes);
                     }
                 }
             }
@@ -537,8 +553,11 @@ __device__ void dcp_lse_reduce(const LaunchArgs<N>& a) {
     const Block<N> b{a, r, sh, a.workspaces[rank], rank, index, ((int)a.rows - index + blocks - 1) / blocks,
                      (int)threadIdx.x % kWarpSize};
     const int warp = threadIdx.x / kWarpSize;
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == kSendWarps * kWarpSize) {
+        // a receiving thread waits for the ticket, so that the sending warps start their input copies at once
         sh.ticket = take_ticket(b.ws, blocks);
+    }
+    if (threadIdx.x == 0) {
         sh.deadline = Deadline{start_ns + (uint64_t)a.timeout_ns};
         sh.tiles_done = 0;
     }

@@ -141,6 +141,9 @@ struct Lines {
     }
     // Bytes between the same data line of two consecutive sources.
     __device__ long long data_source_stride() const { return a.max_rows * a.data_lines * kLineBytes; }
+    // Bytes between the same data line, and between the same LSE line, of the two slots.
+    __device__ long long data_slot_stride() const { return a.data_slot_bytes; }
+    __device__ long long lse_slot_stride() const { return a.lse_slot_bytes; }
 };
 
 // ---- bounded waits ------------------------------------------------------------------------------------------------
