@@ -4,6 +4,7 @@ import io.github.dcp4j.op.DType;
 import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.ReduceCall;
 import io.github.dcp4j.op.TensorView;
+import io.github.dcp4j.reference.ConformanceCases;
 import io.github.dcp4j.reference.ExactMerge;
 import io.github.dcp4j.reference.RandomInputs;
 
@@ -22,6 +23,11 @@ public final class Tensors {
         public int cp() {
             return partialO.size();
         }
+    }
+
+    /** A conformance case's inputs as a group. */
+    public static Group of(ConformanceCases.GroupInputs in) {
+        return new Group(in.partialO(), in.partialLse());
     }
 
     /** Packed (contiguous) {@code [T, H, cp, D]} values ~ N(0, 1) and {@code [T, H, cp]} LSEs ~ lseScale x N(0, 1). */

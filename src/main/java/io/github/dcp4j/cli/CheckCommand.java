@@ -13,6 +13,8 @@ import io.github.dcp4j.op.TensorView;
 import io.github.dcp4j.op.WorkspaceSpec;
 import io.github.dcp4j.peer.GroupCheck;
 import io.github.dcp4j.peer.IpcWorkspaces;
+import io.github.dcp4j.reference.ConformanceCases;
+import io.github.dcp4j.reference.ConformanceCases.GroupInputs;
 import io.github.dcp4j.reference.Fp64Oracle;
 import io.github.dcp4j.reference.RandomInputs;
 import picocli.CommandLine.Command;
@@ -35,8 +37,9 @@ import java.util.concurrent.Callable;
                 + " workspaces, cp = the group's size, and this rank's output of every call checked against the CPU"
                 + " engine and the fp64 oracle on the same inputs (every rank generates the whole group's inputs from"
                 + " the seed).",
-            "Cases: strided bf16 views over a row-count sequence 1, 3, 4, 2 on one workspace; NaN and +-inf LSE rows;"
-                + " fp16 with base-e LSEs; the call counter's wrap at 2^32; CUDA-graph replays.",
+            "Cases: the conformance cases the engine tests run too (NaN and +-inf LSE rows, strided views, row-count"
+                + " sequences on one workspace, bf16 and fp16, base 2 and base e), then the call counter's wrap at 2^32"
+                + " and CUDA-graph replays.",
             "--inject runs a fault drill instead: wrong-cp-rank:R (rank R passes a wrong cp_rank: every rank must"
                 + " refuse the call before launching), skip-call:R (rank R skips one call: the others must time out"
                 + " naming it, then a collective reset must make the group usable again)."})
@@ -46,16 +49,16 @@ final class CheckCommand implements Callable<Integer> {
     Duration timeout;
 
     @Option(names = "--repeat", defaultValue = "1",
-            description = "Runs the first case this many times, printing each call (for fault drills), default"
-                    + " ${DEFAULT-VALUE}.")
+            description = "Runs the first case's first call this many times, printing each call (for fault drills),"
+                    + " default ${DEFAULT-VALUE}.")
     int repeat;
 
     @Option(names = "--inject", paramLabel = "FAULT:RANK",
             description = "A fault drill: wrong-cp-rank:R or skip-call:R.")
     String inject;
 
-    @Option(names = "--seed", defaultValue = "2026", description = "Seed of every case's inputs, default"
-            + " ${DEFAULT-VALUE}.")
+    @Option(names = "--seed", defaultValue = "" + ConformanceCases.SEED,
+            description = "Seed of every case's inputs, default ${DEFAULT-VALUE}.")
     long seed;
 
     @Spec
@@ -84,9 +87,7 @@ final class CheckCommand implements Callable<Integer> {
                 return drill(setup, fault[0], Integer.parseInt(fault[1]));
             }
             int failures = 0;
-            failures += sequence(setup);
-            failures += specialRows(setup);
-            failures += fp16BaseE(setup);
+            failures += conformance(setup);
             failures += counterWrap(setup);
             failures += graphReplays(setup);
             report.printf("rank %d: %s%n", rank, failures == 0 ? "all cases passed" : failures + " check(s) FAILED");
@@ -107,17 +108,14 @@ final class CheckCommand implements Callable<Integer> {
         return parts;
     }
 
-    /** The whole group's inputs for one case, identical on every rank (same seed). */
-    private record Group(List<TensorView> partialO, List<TensorView> partialLse) {
-    }
-
     /** An output buffer for this rank's call on {@code g} (its shape and dtype). */
-    private TensorView output(Arena arena, Group g) {
+    private TensorView output(Arena arena, GroupInputs g) {
         TensorView o = g.partialO().get(rank);
         return TensorView.allocate(arena, o.dtype(), ReduceCall.outputShape(o));
     }
 
-    private Group inputs(Arena arena, long caseSeed, int tokens, int heads, int headDim, DType dtype,
+    /** The whole group's inputs for one call of the lifecycle cases, identical on every rank (same seed). */
+    private GroupInputs inputs(Arena arena, long caseSeed, int tokens, int heads, int headDim, DType dtype,
                          boolean strided) {
         SplittableRandom random = new SplittableRandom(seed * 1_000_003L + caseSeed);
         List<TensorView> o = new ArrayList<>();
@@ -127,11 +125,11 @@ final class CheckCommand implements Callable<Integer> {
             o.add(strided ? in.partialO() : in.partialO().contiguousCopy(arena));
             lse.add(strided ? in.partialLse() : in.partialLse().contiguousCopy(arena));
         }
-        return new Group(o, lse);
+        return new GroupInputs(o, lse);
     }
 
     /** Number of failed checks of this rank's output against the CPU engine and the fp64 oracle (0 or 1). */
-    private int verify(String name, Group g, TensorView mine, LseMode mode, WorkspaceSpec spec) {
+    private int verify(String name, GroupInputs g, TensorView mine, LseMode mode, WorkspaceSpec spec) {
         try (CpuEngine cpu = CpuEngine.open(spec)) {
             TensorView expected = cpu.reduceAll(g.partialO(), g.partialLse(), mode).get(rank);
             int differ = 0;
@@ -151,67 +149,33 @@ final class CheckCommand implements Callable<Integer> {
         return new WorkspaceSpec(tokens, heads, cp, headDim, dtype);
     }
 
-    /** Strided bf16 views, rows 1, 3, 4, 2 tokens on one workspace sized for 4; the first repeated --repeat times. */
-    private int sequence(RankSetup setup) {
-        int heads = 4;
-        int headDim = 512;
-        WorkspaceSpec spec = specOf(4, heads, cp, headDim, DType.BF16);
+    /** The conformance cases ({@link ConformanceCases}), each on its own workspace; the first call --repeat times. */
+    private int conformance(RankSetup setup) {
         int failures = 0;
-        try (Arena arena = Arena.ofShared(); IpcWorkspaces ws = setup.openWorkspaces(spec.bytes());
-             CudaRankEngine engine = setup.openEngine(ws, timeout)) {
-            int[] tokens = {1, 3, 4, 2};
-            for (int i = 0; i < tokens.length; i++) {
-                Group g = inputs(arena, 10 + i, tokens[i], heads, headDim, DType.BF16, true);
-                TensorView out = output(arena, g);
-                int times = i == 0 ? repeat : 1;
-                for (int k = 0; k < times; k++) {
-                    engine.reduce(g.partialO().get(rank), g.partialLse().get(rank), out, rank, cp, LseMode.BASE2);
-                    if (times > 1) {
-                        report.printf("rank %d (pid %d): call %d of %d done%n", rank, ProcessHandle.current().pid(),
-                                k + 1, times);
-                        report.flush();
+        boolean first = true;
+        for (ConformanceCases.Case c : ConformanceCases.all()) {
+            try (Arena arena = Arena.ofShared(); IpcWorkspaces ws = setup.openWorkspaces(c.spec(cp).bytes());
+                 CudaRankEngine engine = setup.openEngine(ws, timeout)) {
+                int calls = c.tokens().size();
+                for (int call = 0; call < calls; call++) {
+                    GroupInputs g = c.inputs(arena, seed, cp, call);
+                    TensorView out = output(arena, g);
+                    int times = first ? repeat : 1;
+                    first = false;
+                    for (int k = 0; k < times; k++) {
+                        engine.reduce(g.partialO().get(rank), g.partialLse().get(rank), out, rank, cp, c.mode());
+                        if (times > 1) {
+                            report.printf("rank %d (pid %d): call %d of %d done%n", rank,
+                                    ProcessHandle.current().pid(), k + 1, times);
+                            report.flush();
+                        }
                     }
+                    failures += verify(c.name() + ", call " + (call + 1) + " of " + calls, g, out, c.mode(),
+                            c.callSpec(cp, call));
                 }
-                WorkspaceSpec exact = specOf(tokens[i], heads, cp, headDim, DType.BF16);
-                failures += verify("strided bf16, " + tokens[i] + " token(s) of 4", g, out, LseMode.BASE2, exact);
             }
         }
         return failures;
-    }
-
-    /** LSE rows of NaN, +inf and -inf (one row all -inf: zeros), bf16 base-2. */
-    private int specialRows(RankSetup setup) {
-        int tokens = 2;
-        int heads = 3;
-        int headDim = 128;
-        WorkspaceSpec spec = specOf(tokens, heads, cp, headDim, DType.BF16);
-        try (Arena arena = Arena.ofShared(); IpcWorkspaces ws = setup.openWorkspaces(spec.bytes());
-             CudaRankEngine engine = setup.openEngine(ws, timeout)) {
-            Group g = inputs(arena, 20, tokens, heads, headDim, DType.BF16, false);
-            for (int r = 0; r < cp; r++) {
-                TensorView lse = g.partialLse().get(r);
-                for (int p = 0; p < cp; p++) {
-                    lse.setFloat(Float.NEGATIVE_INFINITY, 0, 0, p);
-                    lse.setFloat(p % 2 == 0 ? Float.NaN : 1.5f, 0, 1, p);
-                    lse.setFloat(p == r % cp ? Float.POSITIVE_INFINITY : 0.25f, 1, 2, p);
-                }
-            }
-            TensorView out = output(arena, g);
-            engine.reduce(g.partialO().get(rank), g.partialLse().get(rank), out, rank, cp, LseMode.BASE2);
-            return verify("NaN / +inf / -inf LSE rows", g, out, LseMode.BASE2, spec);
-        }
-    }
-
-    /** fp16, base-e LSEs, head_dim 128, packed input. */
-    private int fp16BaseE(RankSetup setup) {
-        WorkspaceSpec spec = specOf(3, 2, cp, 128, DType.FP16);
-        try (Arena arena = Arena.ofShared(); IpcWorkspaces ws = setup.openWorkspaces(spec.bytes());
-             CudaRankEngine engine = setup.openEngine(ws, timeout)) {
-            Group g = inputs(arena, 30, 3, 2, 128, DType.FP16, false);
-            TensorView out = output(arena, g);
-            engine.reduce(g.partialO().get(rank), g.partialLse().get(rank), out, rank, cp, LseMode.BASEE);
-            return verify("fp16, base-e LSEs, packed", g, out, LseMode.BASEE, spec);
-        }
     }
 
     /** Six calls across the call counter's wrap (2^32 - 3 ... 2): slots and flags stay right. */
@@ -222,7 +186,7 @@ final class CheckCommand implements Callable<Integer> {
              CudaRankEngine engine = setup.openEngine(ws, timeout)) {
             engine.forceEpoch((int) ((1L << 32) - 3));
             for (int i = 0; i < 6; i++) {
-                Group g = inputs(arena, 40 + i, 2, 2, 64, DType.BF16, true);
+                GroupInputs g = inputs(arena, 40 + i, 2, 2, 64, DType.BF16, true);
                 TensorView out = output(arena, g);
                 engine.reduce(g.partialO().get(rank), g.partialLse().get(rank), out, rank, cp, LseMode.BASE2);
                 failures += verify("counter wrap, call " + (i + 1) + " of 6", g, out, LseMode.BASE2, spec);
@@ -241,7 +205,7 @@ final class CheckCommand implements Callable<Integer> {
         WorkspaceSpec spec = specOf(4, 4, cp, 256, DType.BF16);
         try (Arena arena = Arena.ofShared(); IpcWorkspaces ws = setup.openWorkspaces(spec.bytes());
              CudaRankEngine engine = setup.openEngine(ws, timeout)) {
-            Group g = inputs(arena, 50, 4, 4, 256, DType.BF16, true);
+            GroupInputs g = inputs(arena, 50, 4, 4, 256, DType.BF16, true);
             TensorView out = output(arena, g);
             int before = engine.epoch();
             try (KernelCall call = engine.prepare(g.partialO().get(rank), g.partialLse().get(rank), out, rank, cp,
@@ -274,7 +238,7 @@ final class CheckCommand implements Callable<Integer> {
         WorkspaceSpec spec = specOf(2, 2, cp, 128, DType.BF16);
         try (Arena arena = Arena.ofShared(); IpcWorkspaces ws = setup.openWorkspaces(spec.bytes());
              CudaRankEngine engine = setup.openEngine(ws, timeout)) {
-            Group g = inputs(arena, 60, 2, 2, 128, DType.BF16, true);
+            GroupInputs g = inputs(arena, 60, 2, 2, 128, DType.BF16, true);
             TensorView out = output(arena, g);
             TensorView o = g.partialO().get(rank);
             TensorView lse = g.partialLse().get(rank);

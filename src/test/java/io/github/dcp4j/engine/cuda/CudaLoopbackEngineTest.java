@@ -17,6 +17,7 @@ import io.github.dcp4j.op.ReduceCall;
 import io.github.dcp4j.op.TensorView;
 import io.github.dcp4j.op.WorkspaceShape;
 import io.github.dcp4j.op.WorkspaceSpec;
+import io.github.dcp4j.reference.ConformanceCases;
 import io.github.dcp4j.reference.Fp64Oracle;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Assumptions;
@@ -106,25 +107,29 @@ class CudaLoopbackEngineTest {
         return new WorkspaceSpec((int) s[0], (int) s[1], g.cp(), (int) s[3], o.dtype());
     }
 
-    @ParameterizedTest(name = "{0} {1}")
-    @MethodSource("dtypesAndModes")
-    void reduceWithEmptyNanAndInfRows(DType dtype, LseMode mode) {
+    static List<ConformanceCases.Case> conformance() {
+        return ConformanceCases.all();
+    }
+
+    /**
+     * The shared conformance cases (upstream's test_lse_reduce, its strided-input and row-count tests among them), on
+     * one workspace per case: every call within the fp64 oracle's tolerance and equal to the CPU engine bit for bit;
+     * an empty row (every LSE -inf) is zeros; the slots alternate by the device-side counter.
+     */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("conformance")
+    void conformanceCase(ConformanceCases.Case c) {
         int cp = 4;
-        try (Arena arena = Arena.ofShared();
-             CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, new WorkspaceSpec(5, 2, cp, 64, dtype))) {
-            SplittableRandom random = new SplittableRandom(100);
-            for (int call = 0; call < 3; call++) {
-                Tensors.Group g = Tensors.packed(arena, random, 4, 2, cp, 64, dtype, 3.0);
-                for (int r = 0; r < cp; r++) {
-                    Tensors.setLseRow(g, r, 0, 0, Float.NEGATIVE_INFINITY);
-                }
-                Tensors.setLseRow(g, 0, 1, 0, Float.NaN);
-                Tensors.setLseRow(g, 1, 1, 1, Float.POSITIVE_INFINITY);
-                assertEquals(call, gpu.epoch(0), "slots 0, 1, 0 by the device-side counter");
-                List<TensorView> out = callAndCheck(gpu, arena, g, mode);
-                for (int r = 0; r < cp; r++) {
-                    for (int i = 0; i < 64; i++) {
-                        assertEquals(0, out.get(r).loadBits(i), "row (0, 0) is empty on every rank: zeros");
+        try (Arena arena = Arena.ofShared(); CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, c.spec(cp))) {
+            for (int call = 0; call < c.tokens().size(); call++) {
+                assertEquals(call, gpu.epoch(0), "the device-side counter before call " + call);
+                Tensors.Group g = Tensors.of(c.inputs(arena, ConformanceCases.SEED, cp, call));
+                List<TensorView> out = callAndCheck(gpu, arena, g, c.mode());
+                if (c.rows() == ConformanceCases.LseRows.SPECIAL) {
+                    for (int r = 0; r < cp; r++) {
+                        for (int i = 0; i < c.headDim(); i++) {
+                            assertEquals(0, out.get(r).loadBits(i), "rank " + r + ": row (0, 0) is empty: zeros");
+                        }
                     }
                 }
             }
@@ -139,32 +144,6 @@ class CudaLoopbackEngineTest {
             Tensors.Group g = Tensors.packed(arena, new SplittableRandom(1), 3, 4, 1, 128, dtype, 5.0);
             List<TensorView> out = gpu.reduceAll(g.partialO(), g.partialLse(), mode);
             assertArrayEquals(Tensors.bits(g.partialO().getFirst()), Tensors.bits(out.getFirst()));
-        }
-    }
-
-    @ParameterizedTest(name = "{0} {1}")
-    @MethodSource("dtypesAndModes")
-    void stridedViewEqualsPackedInputBitForBit(DType dtype, LseMode mode) {
-        int cp = 4;
-        int[][] headsAndDims = {{16, 512}, {2, 128}, {4, 64}};
-        SplittableRandom random = new SplittableRandom(3);
-        for (int[] hd : headsAndDims) {
-            WorkspaceSpec spec = new WorkspaceSpec(8, hd[0], cp, hd[1], dtype);
-            try (Arena arena = Arena.ofShared();
-                 CudaLoopbackEngine strided = CudaLoopbackEngine.open(device, spec);
-                 CudaLoopbackEngine packed = CudaLoopbackEngine.open(device, spec)) {
-                for (int batch : new int[] {1, 3, 8}) {
-                    Tensors.Group view = Tensors.strided(arena, random, batch, hd[0], cp, hd[1], dtype, 4.0);
-                    Tensors.Group copy = Tensors.packedCopy(arena, view);
-                    List<TensorView> a = strided.reduceAll(view.partialO(), view.partialLse(), mode);
-                    List<TensorView> b = packed.reduceAll(copy.partialO(), copy.partialLse(), mode);
-                    for (int r = 0; r < cp; r++) {
-                        assertArrayEquals(Tensors.bits(b.get(r)), Tensors.bits(a.get(r)),
-                                "H " + hd[0] + " D " + hd[1] + " batch " + batch + " rank " + r);
-                        assertClose(view, r, a.get(r), mode);
-                    }
-                }
-            }
         }
     }
 
@@ -217,22 +196,6 @@ class CudaLoopbackEngineTest {
                             }
                         }
                     }
-                }
-            }
-        }
-    }
-
-    @Test
-    void rowCountSequencesOnOneWorkspace() {
-        int cp = 4;
-        try (Arena arena = Arena.ofShared();
-             CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, new WorkspaceSpec(32, 16, cp, 512, DType.BF16))) {
-            SplittableRandom random = new SplittableRandom(5);
-            for (int tokens : new int[] {7, 1, 32, 3, 1, 32, 2}) {
-                Tensors.Group g = Tensors.strided(arena, random, tokens, 16, cp, 512, DType.BF16, 4.0);
-                List<TensorView> out = gpu.reduceAll(g.partialO(), g.partialLse(), LseMode.BASE2);
-                for (int r = 0; r < cp; r++) {
-                    assertClose(g, r, out.get(r), LseMode.BASE2);
                 }
             }
         }
