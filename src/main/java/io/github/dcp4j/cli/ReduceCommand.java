@@ -15,6 +15,7 @@ import picocli.CommandLine.Spec;
 
 import java.io.IOException;
 import java.lang.foreign.Arena;
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -57,6 +58,10 @@ final class ReduceCommand implements java.util.concurrent.Callable<Integer> {
 
     @Override
     public Integer call() throws IOException {
+        if (Files.exists(output) && Files.exists(input) && Files.isSameFile(input, output)) {
+            throw new IllegalArgumentException("--output " + output + " is the input file " + input
+                    + "; write the output to another file");
+        }
         try (Arena arena = Arena.ofShared()) {
             SafeTensors.Contents contents = SafeTensors.read(input, arena);
             int cp = countRanks(contents);

@@ -2,6 +2,7 @@ package io.github.dcp4j.io;
 
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
@@ -17,6 +18,8 @@ import java.lang.foreign.ValueLayout;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.channels.FileChannel;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.AtomicMoveNotSupportedException;
 import java.nio.file.Files;
@@ -25,6 +28,7 @@ import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -42,11 +46,15 @@ public final class SafeTensors {
     private SafeTensors() {
     }
 
-    /** Largest header this reader accepts (as the reference implementation's limit). */
-    static final long MAX_HEADER_BYTES = 100L << 20;
+    /**
+     * Largest header this reader accepts: below the format's own 100 MB limit, since a header of the op's tensors is
+     * a few hundred bytes and a larger one is read whole into memory before it can be checked.
+     */
+    static final long MAX_HEADER_BYTES = 16L << 20;
     private static final String METADATA = "__metadata__";
     private static final ObjectMapper JSON = new ObjectMapper()
-            .enable(JsonParser.Feature.STRICT_DUPLICATE_DETECTION);
+            .enable(JsonParser.Feature.STRICT_DUPLICATE_DETECTION)
+            .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
 
     /** Bytes per element of every safetensors dtype, so files holding other tensors too can be checked. */
     private static final Map<String, Integer> ELEMENT_BYTES = Map.ofEntries(
@@ -88,6 +96,9 @@ public final class SafeTensors {
      * fresh 128-byte-aligned native memory of {@code arena}.
      */
     public static Contents read(Path path, Arena arena) throws IOException {
+        if (!Files.isRegularFile(path)) {
+            throw new SafeTensorsException(path + ": " + (Files.exists(path) ? "not a regular file" : "no such file"));
+        }
         try (FileChannel ch = FileChannel.open(path, StandardOpenOption.READ); Arena mapping = Arena.ofConfined()) {
             long size = ch.size();
             if (size < Long.BYTES) {
@@ -123,7 +134,12 @@ public final class SafeTensors {
     static List<Entry> parseHeader(Path path, byte[] header, long dataBytes) {
         JsonNode root;
         try {
-            root = JSON.readTree(new String(header, StandardCharsets.UTF_8));
+            root = JSON.readTree(StandardCharsets.UTF_8.newDecoder()
+                    .onMalformedInput(CodingErrorAction.REPORT)
+                    .onUnmappableCharacter(CodingErrorAction.REPORT)
+                    .decode(ByteBuffer.wrap(header)).toString());
+        } catch (CharacterCodingException e) {
+            throw new SafeTensorsException(path + ": header is not valid UTF-8");
         } catch (JsonProcessingException e) {
             throw new SafeTensorsException(path + ": header is not valid JSON: " + e.getOriginalMessage());
         }
@@ -139,7 +155,8 @@ public final class SafeTensors {
             entries.add(parseEntry(path, field.getKey(), field.getValue()));
         }
         List<Entry> byOffset = new ArrayList<>(entries);
-        byOffset.sort((a, b) -> Long.compare(a.begin(), b.begin()));
+        // by begin, then end: a zero-size tensor at a boundary comes before the tensor that starts there
+        byOffset.sort(Comparator.comparingLong(Entry::begin).thenComparingLong(Entry::end));
         long expected = 0;
         for (Entry e : byOffset) {
             if (e.begin() != expected) {
@@ -212,10 +229,15 @@ public final class SafeTensors {
             throw new SafeTensorsException(where + " has data_offsets [" + begin + ", " + end
                     + "]; need 0 <= begin <= end");
         }
-        if (end - begin != elements * elementBytes) {
+        long bytes;
+        try {
+            bytes = Math.multiplyExact(elements, (long) elementBytes);
+        } catch (ArithmeticException e) {
+            throw new SafeTensorsException(where + " has shape " + shapeNode + " whose byte size overflows");
+        }
+        if (end - begin != bytes) {
             throw new SafeTensorsException(where + " of " + dtypeNode.asText() + " shape " + Arrays.toString(shape)
-                    + " needs " + elements * elementBytes + " bytes; data_offsets [" + begin + ", " + end
-                    + "] give " + (end - begin));
+                    + " needs " + bytes + " bytes; data_offsets [" + begin + ", " + end + "] give " + (end - begin));
         }
         return new Entry(name, dtypeNode.asText(), shape, begin, end);
     }

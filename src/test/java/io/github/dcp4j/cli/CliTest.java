@@ -206,6 +206,24 @@ class CliTest {
                 new byte[18]), "multiple of 16 bytes");
     }
 
+    /** The output named as the input, directly or through another spelling of its path: refused, input intact. */
+    @Test
+    void reduceRefusesToOverwriteItsInput() throws IOException {
+        Path in = dir.resolve("in.safetensors");
+        try (Arena arena = Arena.ofShared()) {
+            writeInput(in, arena, 2, 2, 2, 64, DType.BF16, 2);
+        }
+        byte[] before = Files.readAllBytes(in);
+        for (Path out : new Path[] {in, dir.resolve(".").resolve("in.safetensors"),
+            dir.resolve("x").resolve("..").resolve("in.safetensors")}) {
+            Files.createDirectories(dir.resolve("x"));
+            Result r = run("reduce", "--input", in.toString(), "--output", out.toString());
+            assertEquals(1, r.exitCode(), r.err());
+            assertTrue(r.err().contains("is the input file"), r.err());
+            assertArrayEquals(before, Files.readAllBytes(in), "the input is unchanged");
+        }
+    }
+
     @Test
     void reduceRejectsAMissingInputFile() {
         Result r = run("reduce", "--input", dir.resolve("nope.safetensors").toString(), "--output",

@@ -163,6 +163,85 @@ class SafeTensorsTest {
     }
 
     @Test
+    void invalidUtf8InTheHeader() throws IOException {
+        byte[] file = RawSafeTensors.file("{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+                new byte[4]);
+        file[8 + 2] = (byte) 0xFF;  // inside the name "x": a byte that starts no UTF-8 sequence
+        malformed(file, "not valid UTF-8");
+    }
+
+    @Test
+    void trailingTokensAfterTheHeaderObject() throws IOException {
+        malformed(RawSafeTensors.file("{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}} {}",
+                new byte[4]), "not valid JSON");
+    }
+
+    @Test
+    void spacesAfterTheHeaderObjectArePadding() throws IOException {
+        Path p = dir.resolve("padded.safetensors");
+        Files.write(p, RawSafeTensors.file("{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}   ",
+                new byte[4]));
+        try (Arena arena = Arena.ofConfined()) {
+            assertEquals(1, SafeTensors.read(p, arena).tensors().size());
+        }
+    }
+
+    @Test
+    void aByteSizeThatOverflows() throws IOException {
+        // 2^62 elements fit a long; 2^62 x 4 bytes do not
+        malformed(RawSafeTensors.file("{\"x\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904],"
+                + "\"data_offsets\":[0,0]}}", new byte[0]), "byte size overflows");
+    }
+
+    /** A zero-size tensor is accepted before, between or after the others, in whichever header order. */
+    @Test
+    void zeroSizeTensorsWhereverTheyStand() throws IOException {
+        String x = "\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}";
+        String y = "\"y\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}";
+        String[] empties = {
+            "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}",
+            "\"e\":{\"dtype\":\"F32\",\"shape\":[2,0],\"data_offsets\":[4,4]}",
+            "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,8]}"};
+        Path p = dir.resolve("empty.safetensors");
+        try (Arena arena = Arena.ofConfined()) {
+            for (String e : empties) {
+                for (String header : new String[] {"{" + e + "," + x + "," + y + "}", "{" + x + "," + y + "," + e + "}",
+                    "{" + y + "," + e + "," + x + "}"}) {
+                    Files.write(p, RawSafeTensors.file(header, new byte[8]));
+                    SafeTensors.Contents c = SafeTensors.read(p, arena);
+                    assertEquals(0, c.tensors().get("e").numel(), header);
+                    assertEquals(3, c.tensors().size(), header);
+                }
+            }
+        }
+    }
+
+    @Test
+    void aDirectoryIsNotASafetensorsFile() throws IOException {
+        Path d = Files.createDirectory(dir.resolve("sub.safetensors"));
+        try (Arena arena = Arena.ofConfined()) {
+            SafeTensorsException e = assertThrows(SafeTensorsException.class, () -> SafeTensors.read(d, arena));
+            assertTrue(e.getMessage().contains(d + ": not a regular file"), e.getMessage());
+        }
+    }
+
+    /** The header length is checked against the cap before anything of the header is read. */
+    @Test
+    void aHeaderOverTheCap() throws IOException {
+        Path p = dir.resolve("huge.safetensors");
+        long length = SafeTensors.MAX_HEADER_BYTES + 8;
+        try (java.io.RandomAccessFile f = new java.io.RandomAccessFile(p.toFile(), "rw")) {
+            f.setLength(8 + length);  // sparse: no disk is written
+            f.write(ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putLong(length).array());
+        }
+        try (Arena arena = Arena.ofConfined()) {
+            SafeTensorsException e = assertThrows(SafeTensorsException.class, () -> SafeTensors.read(p, arena));
+            assertTrue(e.getMessage().contains("must be in [1, " + SafeTensors.MAX_HEADER_BYTES + "]"),
+                    e.getMessage());
+        }
+    }
+
+    @Test
     void aFailedWriteLeavesNoFile() throws IOException {
         Path p = dir.resolve("out.safetensors");
         try (Arena arena = Arena.ofConfined()) {
