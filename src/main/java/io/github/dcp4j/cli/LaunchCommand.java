@@ -3,6 +3,7 @@ package io.github.dcp4j.cli;
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.github.dcp4j.engine.cuda.RankSetup;
+import io.github.dcp4j.layout.Ll128;
 import io.github.dcp4j.rendezvous.Rendezvous;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -121,8 +122,9 @@ final class LaunchCommand implements Callable<Integer> {
     }
 
     private int[] checkArguments() {
-        if (nproc < 1) {
-            throw new IllegalArgumentException("--nproc must be >= 1; got " + nproc);
+        if (nproc < 1 || nproc > Ll128.MAX_RANKS) {
+            throw new IllegalArgumentException("--nproc must be in [1, " + Ll128.MAX_RANKS + "] (the most ranks a group"
+                    + " has); got " + nproc);
         }
         if (!rendezvous.equals("tcp") && !rendezvous.equals("dir")) {
             throw new IllegalArgumentException("--rendezvous must be tcp or dir; got '" + rendezvous + "'");
@@ -214,6 +216,10 @@ final class LaunchCommand implements Callable<Integer> {
         String pid = env.get(DCP4J_LAUNCHER_PID);
         if (pid == null) {
             return;
+        }
+        if (!pid.matches("[0-9]{1,18}")) {
+            throw new IllegalArgumentException(DCP4J_LAUNCHER_PID + " must be the launcher's process id (set by `dcp4j"
+                    + " launch`); got '" + pid + "'");
         }
         Runnable stop = () -> {
             err.println("dcp4j: launch (pid " + pid + ") is gone; this rank stops");

@@ -35,7 +35,12 @@ public final class Main implements Callable<Integer> {
     }
 
     public static void main(String[] args) {
-        LaunchCommand.stopWithLauncher(System.getenv(), System.err);
+        try {
+            LaunchCommand.stopWithLauncher(System.getenv(), System.err);
+        } catch (IllegalArgumentException e) {
+            System.err.println("dcp4j: error: " + e.getMessage());
+            System.exit(2);
+        }
         System.exit(run(args, new PrintWriter(System.out, true), new PrintWriter(System.err, true)));
     }
 

@@ -128,9 +128,32 @@ class LaunchTest {
         assertEquals(1, nested.code());
         assertTrue(nested.err().contains("a launched rank cannot launch again"), nested.err());
         Run none = dcp4j("launch", "--nproc", "0", "--", "ping");
-        assertTrue(none.err().contains("--nproc must be >= 1; got 0"), none.err());
+        assertTrue(none.err().contains("--nproc must be in [1, 64] (the most ranks a group has); got 0"), none.err());
+        Run many = dcp4j("launch", "--nproc", "65", "--", "ping");
+        assertEquals(1, many.code());
+        assertTrue(many.err().contains("--nproc must be in [1, 64]"), many.err());
+        for (String timeout : new String[] {"99999999999999999999s", "25h", "1441m", "0s", "-1s"}) {
+            Run t = dcp4j("check", "--timeout", timeout);
+            assertEquals(2, t.code(), timeout + ": " + t.err());
+            assertTrue(t.err().contains("at most 24 hours"), t.err());
+            assertFalse(t.err().contains("\tat "), "no stack trace: " + t.err());
+        }
         Run kind = dcp4j("launch", "--nproc", "2", "--rendezvous", "mpi", "--", "ping");
         assertTrue(kind.err().contains("--rendezvous must be tcp or dir; got 'mpi'"), kind.err());
+    }
+
+    /** A rank's launcher pid that is not a number: refused naming the variable, before anything runs. */
+    @Test
+    void aMalformedLauncherPidIsNamed() throws Exception {
+        ProcessBuilder pb = new ProcessBuilder(LaunchCommand.javaExecutable(), "--enable-native-access=ALL-UNNAMED",
+                "-cp", LaunchCommand.classPath(), Main.class.getName(), "workspace-size", "--help")
+                .redirectErrorStream(true);
+        pb.environment().put(LaunchCommand.DCP4J_LAUNCHER_PID, "not-a-pid");
+        Process p = pb.start();
+        String output = new String(p.getInputStream().readAllBytes());
+        assertEquals(2, p.waitFor(), output);
+        assertTrue(output.contains("DCP4J_LAUNCHER_PID must be the launcher's process id"), output);
+        assertFalse(output.contains("\tat "), "no stack trace: " + output);
     }
 
     @Test
