@@ -8,8 +8,10 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
+import java.nio.file.attribute.BasicFileAttributes;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -129,8 +131,7 @@ public final class DirectoryRendezvous implements Rendezvous {
             ByteArrayOutputStream bytes = new ByteArrayOutputStream();
             try (DataOutputStream out = new DataOutputStream(bytes)) {
                 self.write(out);
-                out.writeInt(mine.length);
-                out.write(mine);
+                Wire.writePart(out, mine);
             }
             Files.write(temp, bytes.toByteArray());
             try {
@@ -157,6 +158,12 @@ public final class DirectoryRendezvous implements Rendezvous {
         Path f = file(key, r);
         byte[] raw;
         try {
+            BasicFileAttributes file = Files.readAttributes(f, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
+            if (!file.isRegularFile() || file.size() > Wire.MAX_MESSAGE_BYTES) {
+                throw new RendezvousException("rendezvous '" + key + "' in " + dir + " refused " + f + ": "
+                        + (file.isRegularFile() ? file.size() + " bytes, more than a rank writes ("
+                        + Wire.MAX_MESSAGE_BYTES + " at most)" : "not a regular file"));
+            }
             raw = Files.readAllBytes(f);
         } catch (NoSuchFileException e) {
             return null;
@@ -172,7 +179,7 @@ public final class DirectoryRendezvous implements Rendezvous {
             if (why != null) {
                 throw new RendezvousException("rendezvous '" + key + "' in " + dir + " refused " + f + ": " + why);
             }
-            return in.readNBytes(in.readInt());
+            return Wire.readPart(in, f.toString());
         } catch (IOException e) {
             throw new RendezvousException("rendezvous '" + key + "': " + f + " is truncated or corrupt", e);
         }

@@ -167,8 +167,7 @@ public final class TcpRendezvous implements Rendezvous {
             out.writeInt(GATHER);
             out.writeUTF(key);
             out.writeLong(timeout.toMillis());
-            out.writeInt(mine.length);
-            out.write(mine);
+            Wire.writePart(out, mine);
             out.flush();
             int answer = in.readInt();
             if (answer == ERROR) {
@@ -179,9 +178,13 @@ public final class TcpRendezvous implements Rendezvous {
                         + "'");
             }
             int n = in.readInt();
+            if (n != worldSize()) {
+                throw new RendezvousException("TCP rendezvous at " + where + " answered '" + key + "' with " + n
+                        + " parts for a group of " + worldSize());
+            }
             List<byte[]> parts = new ArrayList<>(n);
             for (int r = 0; r < n; r++) {
-                parts.add(in.readNBytes(in.readInt()));
+                parts.add(Wire.readPart(in, "TCP rendezvous at " + where));
             }
             return parts;
         } catch (SocketTimeoutException e) {

@@ -133,13 +133,13 @@ final class TcpStore {
                 }
                 String key = in.readUTF();
                 long timeoutMs = in.readLong();
-                byte[] mine = in.readNBytes(in.readInt());
+                byte[] mine = Wire.readPart(in, "rank " + rank + "'s connection");
                 lastKey = key;
                 gather(rank, key, mine, timeoutMs, out);
                 out.flush();
             }
-        } catch (IOException e) {
-            // the peer's connection broke: recorded as a departure below
+        } catch (IOException | RendezvousException e) {
+            // the peer's connection broke or sent what no rank sends: recorded as a departure below
         } finally {
             if (rank >= 0) {
                 leave(rank, bye, lastKey);
@@ -232,8 +232,7 @@ final class TcpStore {
         out.writeInt(TcpRendezvous.RESULT);
         out.writeInt(result.length);
         for (byte[] part : result) {
-            out.writeInt(part.length);
-            out.write(part);
+            Wire.writePart(out, part);
         }
     }
 

@@ -4,6 +4,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.ValueSource;
 
 import java.io.IOException;
@@ -221,6 +222,68 @@ class RendezvousTest {
             RendezvousException e = assertThrows(RendezvousException.class,
                     () -> fresh.allGather("hello", new byte[0]));
             assertTrue(e.getMessage().contains("job-old") && e.getMessage().contains("stale"), e.getMessage());
+        }
+    }
+
+    /** A planted directory, or an oversized file, where a peer's rendezvous file belongs: refused by name, at once. */
+    @Test
+    void aRendezvousFileThatNoRankWroteIsRefused() throws Exception {
+        Path planted = dir.resolve("1-hello.1");
+        for (boolean asDirectory : new boolean[] {true, false}) {
+            if (asDirectory) {
+                Files.createDirectory(planted);
+            } else {
+                Files.delete(planted);
+                try (java.io.RandomAccessFile f = new java.io.RandomAccessFile(planted.toFile(), "rw")) {
+                    f.setLength(Wire.MAX_MESSAGE_BYTES + 1L);  // sparse
+                }
+            }
+            try (Rendezvous rv = new DirectoryRendezvous(dir, "job-p", 0, 2, Duration.ofSeconds(20))) {
+                long start = System.nanoTime();
+                RendezvousException e = assertThrows(RendezvousException.class,
+                        () -> rv.allGather("hello", new byte[] {1}));
+                assertTrue((System.nanoTime() - start) / 1e9 < 5, "refused, not waited for");
+                assertTrue(e.getMessage().contains(planted + ": " + (asDirectory ? "not a regular file"
+                        : (Wire.MAX_MESSAGE_BYTES + 1L) + " bytes, more than a rank writes")), e.getMessage());
+            }
+            Files.deleteIfExists(dir.resolve("1-hello.0"));
+        }
+    }
+
+    /**
+     * A connection that announces a part of 2 GiB (or sends less than it announced) is dropped by the store before it
+     * allocates anything: the other rank learns that its peer left, well before the timeout.
+     */
+    @ParameterizedTest(name = "announced {0} bytes, sent {1}")
+    @CsvSource({"2147483647, 0", "100, 10"})
+    void aTcpPartThatIsTooLargeOrCutShortDropsOnlyItsConnection(int announced, int sent) throws Exception {
+        int port;
+        try (ServerSocket s = new ServerSocket(0)) {
+            port = s.getLocalPort();
+        }
+        try (Rendezvous rank0 = TcpRendezvous.connect("127.0.0.1", port, "job-w", 0, 2, Duration.ofSeconds(30))) {
+            Future<Exception> gather = Executors.newVirtualThreadPerTaskExecutor().submit(() ->
+                    assertThrows(RendezvousException.class, () -> rank0.allGather("round", new byte[] {0})));
+            try (java.net.Socket raw = new java.net.Socket("127.0.0.1", port);
+                 java.io.DataOutputStream out = new java.io.DataOutputStream(raw.getOutputStream());
+                 java.io.DataInputStream in = new java.io.DataInputStream(raw.getInputStream())) {
+                out.writeInt(TcpRendezvous.HELLO);
+                Participant.self("job-w", 1, 2).write(out);
+                out.flush();
+                assertEquals(TcpRendezvous.OK, in.readInt());
+                out.writeInt(TcpRendezvous.GATHER);
+                out.writeUTF("round");
+                out.writeLong(30_000);
+                out.writeInt(announced);
+                out.write(new byte[sent]);
+                out.flush();
+                raw.shutdownOutput();
+                assertEquals(-1, in.read(), "the store closes the connection");
+            }
+            long start = System.nanoTime();
+            Exception e = gather.get();
+            assertTrue((System.nanoTime() - start) / 1e9 < 10, "named before the 30 s timeout");
+            assertTrue(e.getMessage().contains("[1] left"), e.getMessage());
         }
     }
 
