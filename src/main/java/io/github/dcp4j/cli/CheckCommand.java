@@ -116,7 +116,7 @@ final class CheckCommand implements Callable<Integer> {
 
     /** The whole group's inputs for one call of the lifecycle cases, identical on every rank (same seed). */
     private GroupInputs inputs(Arena arena, long caseSeed, int tokens, int heads, int headDim, DType dtype,
-                         boolean strided) {
+                               boolean strided) {
         SplittableRandom random = new SplittableRandom(seed * 1_000_003L + caseSeed);
         List<TensorView> o = new ArrayList<>();
         List<TensorView> lse = new ArrayList<>();
