@@ -77,8 +77,10 @@ public final class TcpRendezvous implements Rendezvous {
     }
 
     /**
-     * Joins the group at {@code host:port}. Rank 0 first starts the store there (on every interface, port as given);
-     * the other ranks retry their connection until it is up or the timeout passes.
+     * Joins the group at {@code host:port}. Rank 0 first starts the store there, port as given: on the loopback
+     * interface alone where {@code host} is a loopback address (a one-node group stays off the network), else on every
+     * interface (the name the other ranks resolve may differ from the one rank 0 resolves); the other ranks retry
+     * their connection until it is up or the timeout passes.
      */
     public static TcpRendezvous connect(String host, int port, String job, int rank, int worldSize,
                                         Duration timeout) {
@@ -89,7 +91,7 @@ public final class TcpRendezvous implements Rendezvous {
             throw new IllegalArgumentException("timeout must be positive; got " + timeout);
         }
         Participant self = Participant.self(job, rank, worldSize);
-        TcpStore store = rank == 0 ? TcpStore.start(port, self) : null;
+        TcpStore store = rank == 0 ? TcpStore.start(host, port, self) : null;
         try {
             return new TcpRendezvous(self, host, store == null ? port : store.port(), timeout, store);
         } catch (RuntimeException e) {

@@ -7,6 +7,7 @@ import java.io.DataOutputStream;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.net.BindException;
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
@@ -67,12 +68,15 @@ final class TcpStore {
         this.acceptor = Thread.ofVirtual().name("dcp4j-rendezvous-store").start(this::acceptLoop);
     }
 
-    static TcpStore start(int port, Participant owner) {
+    /** Serves {@code port} on {@code host}'s interface where it is a loopback address, else on every interface. */
+    static TcpStore start(String host, int port, Participant owner) {
         try {
+            InetAddress address = InetAddress.getByName(host);
             ServerSocket s = new ServerSocket();
             s.setReuseAddress(true);
             try {
-                s.bind(new InetSocketAddress(port), owner.worldSize() * 2);
+                s.bind(address.isLoopbackAddress() ? new InetSocketAddress(address, port) : new InetSocketAddress(port),
+                        owner.worldSize() * 2);
             } catch (BindException e) {
                 s.close();
                 throw new RendezvousException("rank 0 cannot serve the TCP rendezvous on port " + port + ": "
@@ -87,6 +91,11 @@ final class TcpStore {
 
     int port() {
         return server.getLocalPort();
+    }
+
+    /** The address the store listens on (the wildcard address for every interface). */
+    InetAddress listensOn() {
+        return server.getInetAddress();
     }
 
     private void acceptLoop() {

@@ -338,6 +338,19 @@ class RendezvousTest {
         got.get(2).get();
     }
 
+    /** A group told to meet at a loopback address serves the store there alone, not on the machine's other interfaces. */
+    @Test
+    void aLoopbackStoreListensOnLoopbackOnly() throws Exception {
+        int port;
+        try (ServerSocket s = new ServerSocket(0)) {
+            port = s.getLocalPort();
+        }
+        try (Rendezvous rv = TcpRendezvous.connect("127.0.0.1", port, "job-l", 0, 1, Duration.ofSeconds(5))) {
+            assertTrue(storeOf(rv).listensOn().isLoopbackAddress(), "" + storeOf(rv).listensOn());
+            assertEquals(1, rv.allGather("alone", new byte[] {7}).size());
+        }
+    }
+
     private static TcpStore storeOf(Rendezvous rv) throws Exception {
         var store = TcpRendezvous.class.getDeclaredField("store");
         store.setAccessible(true);
