@@ -26,9 +26,11 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
+import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
+import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -52,6 +54,7 @@ public final class SafeTensors {
      */
     static final long MAX_HEADER_BYTES = 16L << 20;
     private static final String METADATA = "__metadata__";
+    private static final SecureRandom TEMP_NAMES = new SecureRandom();
     private static final ObjectMapper JSON = new ObjectMapper()
             .enable(JsonParser.Feature.STRICT_DUPLICATE_DETECTION)
             .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
@@ -271,9 +274,12 @@ public final class SafeTensors {
         byte[] headerBytes = Arrays.copyOf(json, padded);
         Arrays.fill(headerBytes, json.length, padded, (byte) ' ');
         Path dir = path.toAbsolutePath().getParent();
-        Path tmp = Files.createTempFile(dir, "." + path.getFileName() + ".", ".partial");
-        try {
-            try (OutputStream out = Files.newOutputStream(tmp)) {
+        // a short unpredictable name beside the output, created new (never an existing file or link), with the
+        // umask's mode, as the output will have
+        Path tmp = dir.resolve(".dcp4j-" + HexFormat.of().toHexDigits(TEMP_NAMES.nextLong()) + ".partial");
+        OutputStream created = Files.newOutputStream(tmp, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE);
+        try {  // from here the temporary file is this call's own, and removed whatever happens
+            try (OutputStream out = created) {
                 out.write(ByteBuffer.allocate(Long.BYTES).order(ByteOrder.LITTLE_ENDIAN).putLong(padded).array());
                 out.write(headerBytes);
                 for (TensorView t : tensors.values()) {

@@ -15,6 +15,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.SequencedMap;
 import java.util.SplittableRandom;
 
@@ -238,6 +239,36 @@ class SafeTensorsTest {
             SafeTensorsException e = assertThrows(SafeTensorsException.class, () -> SafeTensors.read(p, arena));
             assertTrue(e.getMessage().contains("must be in [1, " + SafeTensors.MAX_HEADER_BYTES + "]"),
                     e.getMessage());
+        }
+    }
+
+    /** The output gets the mode any new file of this process gets (the umask's), not a temporary file's 0600. */
+    @Test
+    void theOutputHasTheUmasksMode() throws IOException {
+        org.junit.jupiter.api.Assumptions.assumeTrue(dir.getFileSystem().supportedFileAttributeViews()
+                .contains("posix"), "POSIX permissions");
+        Path p = dir.resolve("out.safetensors");
+        try (Arena arena = Arena.ofConfined()) {
+            SequencedMap<String, TensorView> m = new LinkedHashMap<>();
+            m.put("x", TensorView.allocate(arena, DType.FP32, 2));
+            SafeTensors.write(p, m);
+        }
+        Path plain = Files.createFile(dir.resolve("plain"));
+        assertEquals(Files.getPosixFilePermissions(plain), Files.getPosixFilePermissions(p));
+    }
+
+    /** A name as long as the file system allows (243 characters plus ".safetensors" = 255) is written. */
+    @Test
+    void theLongestLegalNameIsWritten() throws IOException {
+        Path p = dir.resolve("n".repeat(243) + ".safetensors");
+        try (Arena arena = Arena.ofConfined()) {
+            SequencedMap<String, TensorView> m = new LinkedHashMap<>();
+            m.put("x", TensorView.allocate(arena, DType.BF16, 4));
+            SafeTensors.write(p, m);
+            assertEquals(1, SafeTensors.read(p, arena).tensors().size());
+        }
+        try (var files = Files.list(dir)) {
+            assertEquals(List.of(p), files.toList(), "only the output is left");
         }
     }
 
