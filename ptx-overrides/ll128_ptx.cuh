@@ -43,6 +43,13 @@ __device__ __forceinline__ uint4 ld_volatile_lse_line(const void* addr) {
     return v;
 }
 
+// Loads one lane's 16-byte part of a data line: its words {x, y} (for lane part 7, y is the flag).
+__device__ __forceinline__ ulonglong2 ld_volatile_line_part(const void* addr) {
+    ulonglong2 v;
+    asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(v.x), "=l"(v.y) : "l"(addr) : "memory");
+    return v;
+}
+
 // Zeroes a consumed data line's flag word (8 bytes). The next writer of this line is a peer two calls later, which
 // starts only after this rank's next send, which this store precedes in program order (see docs/PROTOCOL.md).
 __device__ __forceinline__ void st_volatile_clear_flag(void* flag_addr) {

@@ -587,6 +587,252 @@ __device__ void dcp_lse_reduce(const LaunchArgs<N>& a) {
     }
 }
 
+// ---- the row kernel ------------------------------------------------------------------------------------------------
+//
+// Where every row has a block of its own and all cp sources of a row fit in shared memory (the host decides,
+// KernelCall), a shorter kernel: at small batch a call's time is the chain of dependent steps from entry to the
+// output store (docs/PERFORMANCE.md), and this one has few. Block (rank, row), warp w takes the peers p = w, w + 8,
+// ...: it sends the row's slice for p (its lines in chunks of 16, each lane's words loaded straight into registers,
+// one warp-wide store of 4 lines per set, then the row's LSE lines), and then waits for source p's lines of the row,
+// polled whole, loads them again once every flag is there (docs/PROTOCOL.md), clears the flags and leaves the line
+// parts in shared memory (its own rank's from partial_o). After one barrier each warp computes the row's weights and
+// the block merges the row in source order, one output word per thread. Same workspace layout, flags, bounded waits
+// and NaN rows as the kernel above.
+
+constexpr int kRowSets = 3;                                // line sets of 4 lines a warp has in flight per chunk
+constexpr int kRowChunkLines = kRowSets * kLinesPerGroup;  // lines of one chunk
+
+struct RowShared {
+    ulonglong2 parts[kRowStageBytes / 16];     // [source][line][lane part]: every source's lines of the row
+    float lse[kMaxRanks];                      // the row's LSE values, by source
+    float weights[kWarpsPerBlock][kMaxRanks];  // each warp's copy of the row's weights
+    unsigned long long ticket;
+    Deadline deadline;
+    int gave_up;                               // a wait of some warp gave up: the row is NaN
+};
+
+// Element offset of row's (token, head) in a tensor with these token and head strides.
+template <int N>
+__device__ __forceinline__ long long row_element_offset(const LaunchArgs<N>& a, int row, long long token_stride,
+                                                        long long head_stride) {
+    const int t = quotient(row, a.heads, a.heads_magic);
+    return t * token_stride + (row - t * (int)a.heads) * head_stride;
+}
+
+template <int N, typename T, bool kBaseE>
+__device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
+    __shared__ RowShared sh;
+    ptx::grid_dependency_wait();  // before the ticket, the flags and the inputs are read, and before the deadline
+    if (a.early_dependents) {
+        ptx::allow_dependent_launch();  // as in the kernel above
+    }
+    const uint64_t start_ns = ptx::globaltimer_ns();
+    const int rows = (int)a.rows;  // blocks per rank
+    const int rank_in_launch = blockIdx.x / rows;
+    const int row = blockIdx.x - rank_in_launch * rows;
+    const RankArgs& r = a.ranks[rank_in_launch];
+    const int rank = (int)r.rank;
+    unsigned char* ws = a.workspaces[rank];
+    const int warp = threadIdx.x / kWarpSize;
+    const int lane = threadIdx.x % kWarpSize;
+    const int sub = lane / kLanesPerLine;
+    const int part = lane % kLanesPerLine;
+    const int cp = (int)a.cp;
+    const int words = (int)a.data_words;
+    const int lines = (int)a.data_lines;
+    const int groups = (int)a.line_groups;
+    const Lines<LaunchArgs<N>> at{a};
+    if (threadIdx.x == 0) {
+        sh.ticket = take_ticket(ws, rows);
+        sh.deadline = Deadline{start_ns + (uint64_t)a.timeout_ns};
+        sh.gave_up = 0;
+    }
+    const unsigned char* in = static_cast<const unsigned char*>(r.partial_o) +
+                              row_element_offset(a, row, r.o_stride_token, r.o_stride_head) * sizeof(T);
+    const float* lse_in = r.partial_lse + row_element_offset(a, row, r.lse_stride_token, r.lse_stride_head);
+
+    // This lane's words of chunk c of the row's slice for peer p: lo[k], hi[k] of line 16c + 4k + sub.
+    uint64_t lo[kRowSets];
+    uint64_t hi[kRowSets];
+    const auto load_chunk = [&](int p, int c) {
+        const uint64_t* from = reinterpret_cast<const uint64_t*>(in + p * r.o_stride_peer * sizeof(T));
+#pragma unroll
+        for (int k = 0; k < kRowSets; ++k) {
+            const int line = c * kRowChunkLines + k * kLinesPerGroup + sub;
+            const int j = line * kLineDataWords + 2 * part;
+            lo[k] = line < lines && j < words ? __ldg(from + j) : 0ull;
+            hi[k] = line < lines && part != kFlagPart && j + 1 < words ? __ldg(from + j + 1) : 0ull;
+        }
+    };
+    const bool preloaded = warp < cp && warp != rank;
+    if (preloaded) {
+        load_chunk(warp, 0);  // in flight while the ticket is
+    }
+    __syncthreads();
+    const uint64_t ticket = sh.ticket;
+    const uint32_t epoch = (uint32_t)ticket;
+    const CallFlags f = call_flags(epoch);
+    const bool poisoned = ticket_poisoned(ticket);  // the workspace may hold a failed call's lines: nothing is read
+    if (poisoned && threadIdx.x == 0) {
+        *reinterpret_cast<volatile unsigned int*>(a.status) = kStatusFailed;
+    }
+
+    // Send: the row's slice and its LSE lines to every peer of this warp (a poisoned rank still sends).
+#pragma unroll 1
+    for (int p = warp; p < cp; p += kWarpsPerBlock) {
+        if (p == rank) {
+            continue;
+        }
+        unsigned char* to = a.workspaces[p] + at.data_line(f.slot, rank, row, 0) + part * 16;
+#pragma unroll 1
+        for (int c = 0; c * kRowChunkLines < lines; ++c) {
+            if (p != warp || c != 0) {
+                load_chunk(p, c);
+            }
+#pragma unroll
+            for (int k = 0; k < kRowSets; ++k) {
+                const int line = c * kRowChunkLines + k * kLinesPerGroup + sub;
+                if (line < lines) {
+                    ptx::st_volatile_line_part(to + line * kLineBytes, lo[k], part == kFlagPart ? f.data : hi[k]);
+                }
+            }
+        }
+        if (lane < groups) {
+            const float lse = __ldg(lse_in + p * r.lse_stride_peer);
+            ptx::st_volatile_lse_line(a.workspaces[p] + at.lse_line(f.slot, rank, row, lane), __float_as_uint(lse),
+                                      f.lse);
+        }
+    }
+
+    // Receive: every source of this warp's lines of the row into shared memory. A warp whose wait gave up waits for
+    // nothing more (every warp of the block has the same deadline, so none is kept waiting by another's failure).
+    bool failed = false;
+#pragma unroll 1
+    for (int p = warp; p < cp; p += kWarpsPerBlock) {
+        ulonglong2* stage = sh.parts + p * lines * kLanesPerLine + part;  // + line * 8
+        if (p == rank) {
+            const uint64_t* from = reinterpret_cast<const uint64_t*>(in + p * r.o_stride_peer * sizeof(T));
+#pragma unroll 1
+            for (int line = sub; line < lines; line += kLinesPerGroup) {
+                const int j = line * kLineDataWords + 2 * part;
+                stage[line * kLanesPerLine] =
+                    make_ulonglong2(j < words ? __ldg(from + j) : 0ull,
+                                    part != kFlagPart && j + 1 < words ? __ldg(from + j + 1) : 0ull);
+            }
+            if (lane == 0) {
+                sh.lse[p] = __ldg(lse_in + p * r.lse_stride_peer);
+            }
+            continue;
+        }
+        if (poisoned || failed) {
+            continue;
+        }
+        const unsigned char* from = ws + at.data_line(f.slot, p, row, 0) + part * 16;
+        unsigned char* lse_line = ws + at.lse_line(f.slot, p, row, lane);
+        bool lse_waiting = lane < groups;
+        float lse = 0.f;
+#pragma unroll 1
+        for (int c = 0; c * kRowChunkLines < lines && !failed; ++c) {
+            unsigned pending = 0u;  // bit k: line 16c + 4k + sub's flag not seen yet (the same in its 8 lanes)
+#pragma unroll
+            for (int k = 0; k < kRowSets; ++k) {
+                if (c * kRowChunkLines + k * kLinesPerGroup + sub < lines) {
+                    pending |= 1u << k;
+                }
+            }
+#pragma unroll 1
+            for (int round = 0;; ++round) {
+#pragma unroll
+                for (int k = 0; k < kRowSets; ++k) {
+                    uint64_t flag = 0ull;
+                    if (pending & (1u << k)) {
+                        flag = ptx::ld_volatile_line_part(from + (c * kRowChunkLines + k * kLinesPerGroup + sub) *
+                                                                     kLineBytes).y;
+                    }
+                    flag = __shfl_sync(kFullMask, flag, lane | kFlagPart);
+                    if (is_data_flag(flag, f)) {
+                        pending &= ~(1u << k);
+                    }
+                }
+                if (lse_waiting && c == 0) {
+                    const uint4 v = ptx::ld_volatile_lse_line(lse_line);
+                    if (v.y == f.lse && v.w == f.lse) {
+                        lse = __uint_as_float(v.x);
+                        lse_waiting = false;
+                    }
+                }
+                const unsigned data_lanes = __ballot_sync(kFullMask, pending != 0u);
+                const unsigned lse_lanes = __ballot_sync(kFullMask, lse_waiting);
+                if ((data_lanes | lse_lanes) == 0u) {
+                    break;
+                }
+                if (back_off(round, sh.deadline)) {
+                    if (data_lanes != 0u) {
+                        if (lane == __ffs(data_lanes) - 1) {
+                            record_timeout(ws, a.status, kTimeoutDataLine, p, row,
+                                           c * kRowChunkLines + (__ffs(pending) - 1) * kLinesPerGroup + sub, epoch);
+                        }
+                    } else if (lane == __ffs(lse_lanes) - 1) {
+                        record_timeout(ws, a.status, kTimeoutLseLine, p, row, lane, epoch);
+                    }
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        if (failed) {
+            if (lane == 0) {
+                atomicExch(&sh.gave_up, 1);  // read after the barrier below
+            }
+            continue;
+        }
+        // Every flag is there: the lines once more (each word merged was read after its flag was seen), then the
+        // flags cleared.
+#pragma unroll 1
+        for (int line = sub; line < lines; line += kLinesPerGroup) {
+            stage[line * kLanesPerLine] = ptx::ld_volatile_line_part(from + line * kLineBytes);
+        }
+        if (part == kFlagPart) {
+#pragma unroll 1
+            for (int line = sub; line < lines; line += kLinesPerGroup) {
+                ptx::st_volatile_clear_flag(const_cast<unsigned char*>(from) + line * kLineBytes + kWordBytes);
+            }
+        }
+        if (lane < groups) {
+            ptx::st_volatile_clear_lse_line(lse_line);
+        }
+        if (lane == 0) {
+            sh.lse[p] = lse;
+        }
+    }
+    __syncthreads();
+
+    uint64_t* out = reinterpret_cast<uint64_t*>(static_cast<unsigned char*>(r.out)) + (long long)row * words;
+    if (poisoned || sh.gave_up) {
+        for (int j = threadIdx.x; j < words; j += kBlockThreads) {
+            out[j] = nan_word<T>();
+        }
+        return;
+    }
+    const float l0 = lane < cp ? sh.lse[lane] : -INFINITY;
+    const float l1 = lane + kWarpSize < cp ? sh.lse[lane + kWarpSize] : -INFINITY;
+    float* weights = sh.weights[warp];
+    row_weights<kBaseE>(l0, l1, cp, lane, weights);
+    __syncwarp();
+    const uint64_t* staged = reinterpret_cast<const uint64_t*>(sh.parts);
+#pragma unroll 1
+    for (int j = threadIdx.x; j < words; j += kBlockThreads) {
+        const int line = j / kLineDataWords;
+        const int at_word = line * kLineWords + (j - line * kLineDataWords);  // word of source 0's staged line
+        float acc[kElemsPerWord] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 1
+        for (int s = 0; s < cp; ++s) {
+            accumulate_word<T>(acc, weights[s], staged[s * lines * kLineWords + at_word]);
+        }
+        out[j] = pack_word<T>(acc);
+    }
+}
+
 }  // namespace dcp4j
 
 using dcp4j::LaunchArgs;
@@ -597,6 +843,12 @@ using dcp4j::LaunchArgs;
         dcp4j::dcp_lse_reduce<N, T, BASE_E>(args);                                                          \
     }
 
+#define DCP4J_ROW_KERNEL(name, N, T, BASE_E)                                                                \
+    extern "C" __global__ void __launch_bounds__(dcp4j::kBlockThreads, dcp4j::kMinBlocksPerSm)            \
+        name(const __grid_constant__ LaunchArgs<N> args) {                                                  \
+        dcp4j::dcp_row_reduce<N, T, BASE_E>(args);                                                          \
+    }
+
 DCP4J_KERNEL(dcp4j_ll128_bf16_base2_r8, 8, __nv_bfloat16, false)
 DCP4J_KERNEL(dcp4j_ll128_bf16_basee_r8, 8, __nv_bfloat16, true)
 DCP4J_KERNEL(dcp4j_ll128_fp16_base2_r8, 8, __half, false)
@@ -605,6 +857,15 @@ DCP4J_KERNEL(dcp4j_ll128_bf16_base2_r64, 64, __nv_bfloat16, false)
 DCP4J_KERNEL(dcp4j_ll128_bf16_basee_r64, 64, __nv_bfloat16, true)
 DCP4J_KERNEL(dcp4j_ll128_fp16_base2_r64, 64, __half, false)
 DCP4J_KERNEL(dcp4j_ll128_fp16_basee_r64, 64, __half, true)
+
+DCP4J_ROW_KERNEL(dcp4j_ll128row_bf16_base2_r8, 8, __nv_bfloat16, false)
+DCP4J_ROW_KERNEL(dcp4j_ll128row_bf16_basee_r8, 8, __nv_bfloat16, true)
+DCP4J_ROW_KERNEL(dcp4j_ll128row_fp16_base2_r8, 8, __half, false)
+DCP4J_ROW_KERNEL(dcp4j_ll128row_fp16_basee_r8, 8, __half, true)
+DCP4J_ROW_KERNEL(dcp4j_ll128row_bf16_base2_r64, 64, __nv_bfloat16, false)
+DCP4J_ROW_KERNEL(dcp4j_ll128row_bf16_basee_r64, 64, __nv_bfloat16, true)
+DCP4J_ROW_KERNEL(dcp4j_ll128row_fp16_base2_r64, 64, __half, false)
+DCP4J_ROW_KERNEL(dcp4j_ll128row_fp16_basee_r64, 64, __half, true)
 
 // The launch floor: an empty kernel launched exactly as the op is (same attribute, grid, blocks and parameter).
 extern "C" __global__ void __launch_bounds__(dcp4j::kBlockThreads, dcp4j::kMinBlocksPerSm)

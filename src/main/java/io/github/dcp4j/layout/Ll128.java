@@ -134,12 +134,17 @@ public final class Ll128 {
 
     /** Receive warps poll sources in batches of this many (cp up to 64 in 8 batches). */
     public static final int SOURCE_BATCH = 8;
-    /** Threads in one block of the kernel: 8 warps, the first SEND_WARPS send, the others receive. */
+    /** Threads in a block of either kernel: 8 warps (in the tiled one the first SEND_WARPS send, the rest receive). */
     public static final int BLOCK_THREADS = 256;
     /** Sending warps in one block (the rest of the block's warps receive). */
     public static final int SEND_WARPS = 4;
     /** Input chunks (up to 4 line groups, 1920 bytes, of one row slice) a sending warp stages in shared memory. */
     public static final int SEND_STAGES = 3;
+    /**
+     * Shared memory the row kernel stages a row's lines of every source in (docs/CUDA.md): it runs only where
+     * cp x data lines x 128 fits.
+     */
+    public static final int ROW_STAGE_BYTES = 32768;
     /** Most rows in one receive tile (a block's receivers finish a tile together; the send window counts tiles). */
     public static final int MAX_TILE_ROWS = 4;
 

@@ -17,6 +17,16 @@ import io.github.dcp4j.layout.Ll128;
 record GridPlan(int blocksPerRank, int tileRows, int sendWindow, boolean reloadLines) {
 
     /**
+     * Whether a call of {@code rows} rows runs the row kernel (docs/CUDA.md): where every row has a block of its own
+     * and the row's lines of all {@code cp} sources fit in its shared-memory stage. It is the shorter path at small
+     * batch; {@code tuning} may turn it off (row=0), for comparisons.
+     */
+    boolean rowKernel(int rows, int cp, int dataLines, Tuning tuning) {
+        return tuning.rowKernel() && blocksPerRank == rows && tileRows == 1
+                && (long) cp * dataLines * Ll128.LINE_BYTES <= Ll128.ROW_STAGE_BYTES;
+    }
+
+    /**
      * Whether the senders' input copies are marked first to leave L2: where a launch's inputs are larger than L2
      * they are read once and would push out the lines receivers are about to read; smaller ones stay for the next
      * call (L2-hot layer loops). {@code tuning} may force it (stream=0|1).
@@ -33,12 +43,13 @@ record GridPlan(int blocksPerRank, int tileRows, int sendWindow, boolean reloadL
 
     /**
      * Overrides for kernel experiments (docs/CUDA.md), from
-     * {@code -Ddcp4j.gridPlan=window=W,tileRows=T,maxBlocks=B,reload=0|1,stream=0|1} (stream: -1, the default,
-     * decides by size).
+     * {@code -Ddcp4j.gridPlan=window=W,tileRows=T,maxBlocks=B,reload=0|1,stream=0|1,row=0|1} (stream: -1, the
+     * default, decides by size; row=0: never the row kernel).
      */
-    record Tuning(int sendWindow, int maxTileRows, int maxBlocks, boolean reloadLines, int streamInputs) {
+    record Tuning(int sendWindow, int maxTileRows, int maxBlocks, boolean reloadLines, int streamInputs,
+                  boolean rowKernel) {
         static final Tuning DEFAULT = new Tuning(DEFAULT_SEND_WINDOW, Ll128.MAX_TILE_ROWS, Integer.MAX_VALUE, true,
-                -1);
+                -1, true);
         static final String PROPERTY = "dcp4j.gridPlan";
 
         /** The tuning the property names, or the default; a malformed value is refused with what it got. */
@@ -53,6 +64,7 @@ record GridPlan(int blocksPerRank, int tileRows, int sendWindow, boolean reloadL
             int blocks = DEFAULT.maxBlocks;
             boolean reload = DEFAULT.reloadLines;
             int stream = DEFAULT.streamInputs;
+            boolean row = DEFAULT.rowKernel;
             for (String part : spec.split(",")) {
                 String[] kv = part.split("=", 2);
                 int value;
@@ -68,11 +80,12 @@ record GridPlan(int blocksPerRank, int tileRows, int sendWindow, boolean reloadL
                     case "maxBlocks" -> blocks = require(key, value, 1, Integer.MAX_VALUE, spec);
                     case "reload" -> reload = require(key, value, 0, 1, spec) == 1;
                     case "stream" -> stream = require(key, value, 0, 1, spec);
+                    case "row" -> row = require(key, value, 0, 1, spec) == 1;
                     default -> throw new IllegalArgumentException(PROPERTY + " takes window=N, tileRows=N,"
-                            + " maxBlocks=N, reload=0|1 and stream=0|1, comma-separated; got '" + spec + "'");
+                            + " maxBlocks=N, reload=0|1, stream=0|1 and row=0|1, comma-separated; got '" + spec + "'");
                 }
             }
-            return new Tuning(window, tileRows, blocks, reload, stream);
+            return new Tuning(window, tileRows, blocks, reload, stream, row);
         }
 
         private static int require(String key, int value, int least, int most, String spec) {

@@ -58,6 +58,7 @@ public final class KernelCall implements LocalGroup.PreparedCall {
     private final GridPlan plan;
     private final boolean earlyDependents;
     private final boolean streamInputs;
+    private final boolean rowKernel;
     private final int grid;
     private final byte[] args;
     private KernelLaunch launch;
@@ -89,6 +90,7 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         this.plan = GridPlan.of(first.rows(), blockBudget / calls.size(), tuning);
         long inputBytes = (long) calls.size() * first.rows() * first.cpSize() * first.row().dataBytes();
         this.streamInputs = GridPlan.streamInputs(inputBytes, kernels.device().l2Bytes(), tuning);
+        this.rowKernel = plan.rowKernel(first.rows(), first.cpSize(), first.row().dataLines(), tuning);
         this.grid = plan.blocksPerRank() * calls.size();
         // The next call's blocks may start early only where they fit beside this call's within the budget: the
         // budget is this launch's share of the GPU, so early blocks of every launch sharing the GPU never take the
@@ -278,7 +280,8 @@ public final class KernelCall implements LocalGroup.PreparedCall {
     }
 
     private CUfunction opKernel() {
-        return kernels.kernel(calls.getFirst().dtype(), calls.getFirst().mode(), KernelAbi.capacityFor(calls.size()));
+        return kernels.kernel(calls.getFirst().dtype(), calls.getFirst().mode(), KernelAbi.capacityFor(calls.size()),
+                rowKernel);
     }
 
     /**

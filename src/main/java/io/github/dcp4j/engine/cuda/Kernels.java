@@ -12,8 +12,8 @@ import java.util.HashMap;
 import java.util.Map;
 
 /**
- * The op's kernels (one per dtype, LSE base and launch capacity, KernelAbi.RANK_CAPACITIES) and the empty
- * launch-floor kernels (one per capacity), loaded on one GPU.
+ * The op's kernels (a tiled and a row kernel per dtype, LSE base and launch capacity, KernelAbi.RANK_CAPACITIES) and
+ * the empty launch-floor kernels (one per capacity), loaded on one GPU.
  */
 final class Kernels implements AutoCloseable {
     /** The launch floor's kernel: empty, launched exactly as the op's (with a capacity suffix). */
@@ -31,10 +31,12 @@ final class Kernels implements AutoCloseable {
         for (int capacity : KernelAbi.RANK_CAPACITIES) {
             for (DType dtype : new DType[] {DType.FP16, DType.BF16}) {
                 for (LseMode mode : LseMode.values()) {
-                    String name = kernelName(dtype, mode, capacity);
-                    CUfunction f = module.function(name);
-                    kernels.put(name, f);
-                    fewest = Math.min(fewest, module.coResidentBlocks(f, Ll128.BLOCK_THREADS));
+                    for (boolean rowKernel : new boolean[] {false, true}) {
+                        String name = kernelName(dtype, mode, capacity, rowKernel);
+                        CUfunction f = module.function(name);
+                        kernels.put(name, f);
+                        fewest = Math.min(fewest, module.coResidentBlocks(f, Ll128.BLOCK_THREADS));
+                    }
                 }
             }
             String empty = EMPTY_KERNEL + suffix(capacity);
@@ -43,8 +45,9 @@ final class Kernels implements AutoCloseable {
         this.coResidentBlocks = fewest;
     }
 
-    static String kernelName(DType dtype, LseMode mode, int capacity) {
-        return "dcp4j_ll128_" + dtype.name().toLowerCase() + "_" + mode.spelling() + suffix(capacity);
+    static String kernelName(DType dtype, LseMode mode, int capacity, boolean rowKernel) {
+        return (rowKernel ? "dcp4j_ll128row_" : "dcp4j_ll128_") + dtype.name().toLowerCase() + "_" + mode.spelling()
+                + suffix(capacity);
     }
 
     private static String suffix(int capacity) {
@@ -55,9 +58,12 @@ final class Kernels implements AutoCloseable {
         return device;
     }
 
-    /** The op's kernel for launches of up to {@code capacity} ranks. */
-    CUfunction kernel(DType dtype, LseMode mode, int capacity) {
-        return kernels.get(kernelName(dtype, mode, capacity));
+    /**
+     * The op's kernel for launches of up to {@code capacity} ranks: the row kernel (a block per row, every source of
+     * a row staged in shared memory, docs/CUDA.md) or the tiled one.
+     */
+    CUfunction kernel(DType dtype, LseMode mode, int capacity, boolean rowKernel) {
+        return kernels.get(kernelName(dtype, mode, capacity, rowKernel));
     }
 
     /** The empty kernel with the same parameter as {@link #kernel}'s of that capacity. */

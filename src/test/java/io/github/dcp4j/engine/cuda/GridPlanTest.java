@@ -54,8 +54,8 @@ class GridPlanTest {
 
     @Test
     void tuningOverridesParseAndBadValuesAreRefusedNamingThem() {
-        assertEquals(new GridPlan.Tuning(0, 2, 40, true, 1),
-                GridPlan.Tuning.parse("window=0, tileRows=2,maxBlocks=40,reload=1,stream=1"));
+        assertEquals(new GridPlan.Tuning(0, 2, 40, true, 1, false),
+                GridPlan.Tuning.parse("window=0, tileRows=2,maxBlocks=40,reload=1,stream=1,row=0"));
         assertEquals(new GridPlan(40, 2, 0, false),
                 GridPlan.of(4096, 66, GridPlan.Tuning.parse("window=0,tileRows=2,maxBlocks=40,reload=0")));
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
@@ -66,5 +66,20 @@ class GridPlanTest {
         assertThrows(IllegalArgumentException.class, () -> GridPlan.Tuning.parse("maxBlocks=x"));
         assertThrows(IllegalArgumentException.class, () -> GridPlan.Tuning.parse("reload=2"));
         assertThrows(IllegalArgumentException.class, () -> GridPlan.Tuning.parse("tileRows=5"));
+        assertThrows(IllegalArgumentException.class, () -> GridPlan.Tuning.parse("row=yes"));
+    }
+
+    @Test
+    void theRowKernelRunsWhereEveryRowHasABlockAndARowOfEverySourceFitsItsStage() {
+        // layer shape, batch 1: 16 rows, cp 8, head_dim 512 bf16 (9 lines): 8 x 9 x 128 bytes staged
+        assertTrue(GridPlan.of(16, 66, DEFAULT).rowKernel(16, 8, 9, DEFAULT));
+        // batch 16: 256 rows in tiles over 64 blocks
+        assertTrue(!GridPlan.of(256, 66, DEFAULT).rowKernel(256, 8, 9, DEFAULT));
+        // the largest stage that fits, and one line more
+        int lines = Ll128.ROW_STAGE_BYTES / Ll128.LINE_BYTES / 64;
+        assertTrue(GridPlan.of(1, 66, DEFAULT).rowKernel(1, 64, lines, DEFAULT));
+        assertTrue(!GridPlan.of(1, 66, DEFAULT).rowKernel(1, 64, lines + 1, DEFAULT));
+        // turned off for comparisons
+        assertTrue(!GridPlan.of(16, 66, DEFAULT).rowKernel(16, 8, 9, GridPlan.Tuning.parse("row=0")));
     }
 }
