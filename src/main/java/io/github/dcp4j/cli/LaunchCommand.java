@@ -2,7 +2,6 @@ package io.github.dcp4j.cli;
 
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import io.github.dcp4j.engine.cuda.RankSetup;
 import io.github.dcp4j.layout.Ll128;
 import io.github.dcp4j.rendezvous.Rendezvous;
 import picocli.CommandLine;
@@ -165,7 +164,7 @@ final class LaunchCommand implements Callable<Integer> {
     private Map<String, String> wiring(Path scratch, String job) throws IOException {
         Map<String, String> env = new LinkedHashMap<>();
         env.put(Rendezvous.WORLD_SIZE, "" + nproc);
-        env.put(RankSetup.LOCAL_WORLD_SIZE, "" + nproc);
+        env.put(Rendezvous.LOCAL_WORLD_SIZE, "" + nproc);
         env.put(Rendezvous.DCP4J_JOB_ID, job);
         if (rendezvous.equals("dir")) {
             Path dir = Files.createDirectory(scratch.resolve("rendezvous"));
@@ -201,7 +200,7 @@ final class LaunchCommand implements Callable<Integer> {
         env.remove(Rendezvous.DCP4J_RENDEZVOUS_DIR);
         env.putAll(wiring);
         env.put(Rendezvous.RANK, "" + rank);
-        env.put(RankSetup.LOCAL_RANK, "" + index);
+        env.put(Rendezvous.LOCAL_RANK, "" + index);
         env.put(DCP4J_LAUNCHER_PID, "" + ProcessHandle.current().pid());
         return b.start();
     }

@@ -4,6 +4,7 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 
 /**
  * How the ranks of a group in several processes find each other and exchange small messages (IPC handles, call
@@ -41,10 +42,14 @@ public interface Rendezvous extends AutoCloseable {
     @Override
     void close();
 
-    /** Rank; required. */
+    /** Rank (torchrun's name; other launchers', {@link LauncherEnvironment}). */
     String RANK = "RANK";
-    /** Number of ranks; required. */
+    /** Number of ranks (torchrun's name). */
     String WORLD_SIZE = "WORLD_SIZE";
+    /** Rank on this node (torchrun's name); it picks the GPU. */
+    String LOCAL_RANK = "LOCAL_RANK";
+    /** Ranks on this node (torchrun's name). */
+    String LOCAL_WORLD_SIZE = "LOCAL_WORLD_SIZE";
     /** Host of rank 0's TCP store (torchrun's name). */
     String MASTER_ADDR = "MASTER_ADDR";
     /** Port of rank 0's TCP store (torchrun's name). */
@@ -59,45 +64,49 @@ public interface Rendezvous extends AutoCloseable {
     String TORCHELASTIC_RUN_ID = "TORCHELASTIC_RUN_ID";
 
     /**
-     * The rendezvous the environment describes, torchrun's convention: {@code RANK}, {@code WORLD_SIZE}, and either
-     * {@code DCP4J_RENDEZVOUS_DIR} (a shared directory) or {@code MASTER_ADDR} + {@code MASTER_PORT} (rank 0 serves a
-     * TCP store there; {@code DCP4J_MASTER_PORT} overrides the port). The job id is {@code DCP4J_JOB_ID}, else
-     * {@code TORCHELASTIC_RUN_ID}, else "default".
+     * The rendezvous the environment describes: rank and world size from the launcher ({@link LauncherEnvironment}:
+     * torchrun's {@code RANK}, {@code WORLD_SIZE}, or Open MPI's, PMI's, SLURM's), and either
+     * {@code DCP4J_RENDEZVOUS_DIR} (a shared directory) or a TCP store that rank 0 serves at {@code MASTER_ADDR} (under
+     * SLURM by default the first host of the step) and {@code DCP4J_MASTER_PORT}, else {@code MASTER_PORT}, else
+     * under SLURM {@link #slurmPort}. The job id is {@code DCP4J_JOB_ID}, else {@code TORCHELASTIC_RUN_ID}, else
+     * the launcher's ({@code SLURM_JOB_ID}), else "default".
      */
     static Rendezvous fromEnvironment(Map<String, String> env, Duration timeout) {
-        int world = intVariable(env, WORLD_SIZE);
-        int rank = intVariable(env, RANK);
-        String job = env.getOrDefault(DCP4J_JOB_ID, env.getOrDefault(TORCHELASTIC_RUN_ID, "default"));
+        LauncherEnvironment launch = LauncherEnvironment.of(env);
+        String job = Optional.ofNullable(env.get(DCP4J_JOB_ID))
+                .or(() -> Optional.ofNullable(env.get(TORCHELASTIC_RUN_ID)))
+                .or(launch::jobId)
+                .orElse("default");
         String dir = env.get(DCP4J_RENDEZVOUS_DIR);
         if (dir != null && !dir.isEmpty()) {
-            return new DirectoryRendezvous(Path.of(dir), job, rank, world, timeout);
+            return new DirectoryRendezvous(Path.of(dir), job, launch.rank(), launch.worldSize(), timeout);
         }
-        String host = env.get(MASTER_ADDR);
-        String port = env.getOrDefault(DCP4J_MASTER_PORT, env.get(MASTER_PORT));
-        if (host == null || port == null) {
-            throw new IllegalArgumentException("no rendezvous in the environment: set " + DCP4J_RENDEZVOUS_DIR
-                    + " (a shared directory), or " + MASTER_ADDR + " and " + MASTER_PORT + " (rank 0 serves a TCP"
-                    + " store), beside " + RANK + " and " + WORLD_SIZE);
+        Optional<String> host = Optional.ofNullable(env.get(MASTER_ADDR)).or(launch::rank0Host);
+        Optional<String> port = Optional.ofNullable(env.get(DCP4J_MASTER_PORT))
+                .or(() -> Optional.ofNullable(env.get(MASTER_PORT)))
+                .or(() -> launch.jobId().map(Rendezvous::slurmPort));
+        if (host.isEmpty() || port.isEmpty()) {
+            throw new IllegalArgumentException("no rendezvous in the environment of rank " + launch.rank() + " (from "
+                    + launch.launcher() + "): set " + DCP4J_RENDEZVOUS_DIR + " (a shared directory), or "
+                    + (host.isEmpty() ? MASTER_ADDR + " and " : "") + MASTER_PORT + " (rank 0 serves a TCP store)");
         }
-        return TcpRendezvous.connect(host, parsePort(port), job, rank, world, timeout);
+        return TcpRendezvous.connect(host.get(), parsePort(port.get()), job, launch.rank(), launch.worldSize(),
+                timeout);
     }
 
-    /** Whether the environment names a rank of a multi-process group ({@code RANK} and {@code WORLD_SIZE} set). */
+    /**
+     * The store's port where only SLURM's job id says which: 20000 + the job id's last four digits, the same on every
+     * rank of the job and different for jobs that share a node.
+     */
+    static String slurmPort(String jobId) {
+        String digits = jobId.replaceAll("[^0-9]", "");
+        int last = digits.isEmpty() ? 0 : Integer.parseInt(digits.substring(Math.max(0, digits.length() - 4)));
+        return Integer.toString(20000 + last);
+    }
+
+    /** Whether the environment names a rank of a multi-process group (some launcher's rank variable is set). */
     static boolean inEnvironment(Map<String, String> env) {
-        return env.containsKey(RANK) && env.containsKey(WORLD_SIZE);
-    }
-
-    private static int intVariable(Map<String, String> env, String name) {
-        String v = env.get(name);
-        if (v == null) {
-            throw new IllegalArgumentException("environment variable " + name + " is not set");
-        }
-        try {
-            return Integer.parseInt(v.trim());
-        } catch (NumberFormatException e) {
-            throw new IllegalArgumentException("environment variable " + name + " must be an integer; got '" + v
-                    + "'");
-        }
+        return LauncherEnvironment.present(env);
     }
 
     private static int parsePort(String v) {

@@ -5,6 +5,7 @@ import io.github.dcp4j.cuda.CudaDevice;
 import io.github.dcp4j.engine.FirstFailure;
 import io.github.dcp4j.op.WorkspaceSpec;
 import io.github.dcp4j.peer.IpcWorkspaces;
+import io.github.dcp4j.rendezvous.LauncherEnvironment;
 import io.github.dcp4j.rendezvous.Rendezvous;
 
 import java.time.Duration;
@@ -13,17 +14,13 @@ import java.util.Objects;
 import java.util.function.Consumer;
 
 /**
- * This process as one rank of a group started by {@code dcp4j launch}, torchrun or a batch scheduler: the rendezvous
- * from the environment (RANK, WORLD_SIZE, MASTER_ADDR / MASTER_PORT or DCP4J_RENDEZVOUS_DIR, see
- * {@link Rendezvous#fromEnvironment}), the GPU {@code LOCAL_RANK mod GPUs}, and how many ranks share that GPU
- * ({@code ceil(LOCAL_WORLD_SIZE / GPUs)}). {@link #openRank} is the whole bootstrap in one call; the parts are open
+ * This process as one rank of a group started by {@code dcp4j launch}, torchrun, mpirun or srun: the rendezvous
+ * from the environment ({@link Rendezvous#fromEnvironment}), the GPU {@code local rank mod GPUs}, and how many ranks
+ * share that GPU ({@code ceil(ranks on this node / GPUs)}), the local rank and node size as the launcher gives them
+ * ({@link LauncherEnvironment}). {@link #openRank} is the whole bootstrap in one call; the parts are open
  * for callers that size several workspaces on one rendezvous.
  */
 public final class RankSetup implements AutoCloseable {
-    /** Ranks of this node (torchrun's name); with LOCAL_RANK it picks the GPU. */
-    public static final String LOCAL_WORLD_SIZE = "LOCAL_WORLD_SIZE";
-    public static final String LOCAL_RANK = "LOCAL_RANK";
-
     private final Rendezvous rendezvous;
     private final CudaDevice device;
     private final int ranksSharingGpu;
@@ -63,8 +60,9 @@ public final class RankSetup implements AutoCloseable {
                 throw new IllegalStateException("rank " + rendezvous.rank() + " needs a GPU: " + a.reason());
             }
             int world = rendezvous.worldSize();
-            int local = Integer.parseInt(env.getOrDefault(LOCAL_RANK, "" + rendezvous.rank()));
-            int localWorld = Integer.parseInt(env.getOrDefault(LOCAL_WORLD_SIZE, "" + world));
+            LauncherEnvironment launch = LauncherEnvironment.of(env);
+            int local = launch.localRank();
+            int localWorld = launch.localWorldSize();
             int gpus = a.deviceCount();
             int sharing = (localWorld + gpus - 1) / gpus;
             CudaDevice device = CudaDevice.open(local % gpus);

@@ -1,0 +1,191 @@
+package io.github.dcp4j.rendezvous;
+
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+
+/**
+ * Who this process is in its group, as the launcher that started it says: rank, world size, rank on this node and
+ * ranks on this node, plus what the launcher tells about the job and where rank 0 runs. The first launcher whose
+ * variables are present wins, in this order (docs/DEPLOYMENT.md, "Launchers"):
+ * <ol>
+ *   <li>{@code RANK}, {@code WORLD_SIZE}, {@code LOCAL_RANK}, {@code LOCAL_WORLD_SIZE}: torchrun, {@code dcp4j
+ *       launch}, or set by hand;</li>
+ *   <li>Open MPI's {@code OMPI_COMM_WORLD_RANK}, {@code _SIZE}, {@code _LOCAL_RANK}, {@code _LOCAL_SIZE};</li>
+ *   <li>PMI's {@code PMI_RANK}, {@code PMI_SIZE} (MPICH, Intel MPI, {@code srun --mpi=pmi2}), with MPICH Hydra's
+ *       {@code MPI_LOCALRANKID}, {@code MPI_LOCALNRANKS} for the node;</li>
+ *   <li>SLURM's {@code SLURM_PROCID}, {@code SLURM_NTASKS}, {@code SLURM_LOCALID}, and this node's count of
+ *       {@code SLURM_TASKS_PER_NODE} (by {@code SLURM_NODEID}), in a task of an {@code srun} step
+ *       ({@code SLURM_STEP_ID} set; a batch script has {@code SLURM_PROCID} 0 but is no rank); rank 0's host is the
+ *       first of {@code SLURM_STEP_NODELIST} (else {@code SLURM_JOB_NODELIST}), and the job id
+ *       {@code SLURM_JOB_ID}.</li>
+ * </ol>
+ * MPI launchers come before SLURM because {@code mpirun} inside a SLURM allocation leaves the batch script's
+ * {@code SLURM_PROCID} (0) in every rank's environment. A launcher whose rank variable is set but whose size
+ * variable is not, or any value that is not an integer or out of range, is refused with the variable's name.
+ *
+ * @param launcher    which launcher's variables these are, as its variable prefix ("RANK", "OMPI_COMM_WORLD",
+ *                    "PMI", "SLURM")
+ * @param rank        in [0, worldSize)
+ * @param localRank   in [0, localWorldSize); the rank when the launcher does not say
+ * @param localWorldSize ranks on this node; the world size when the launcher does not say
+ * @param jobId       the launcher's job id, where it has one
+ * @param rank0Host   the host rank 0 runs on, where the launcher says
+ */
+public record LauncherEnvironment(String launcher, int rank, int worldSize, int localRank, int localWorldSize,
+                                  Optional<String> jobId, Optional<String> rank0Host) {
+
+    public LauncherEnvironment {
+        if (worldSize < 1) {
+            throw new IllegalArgumentException(launcher + ": the world size must be >= 1; got " + worldSize);
+        }
+        if (rank < 0 || rank >= worldSize) {
+            throw new IllegalArgumentException(launcher + ": the rank must be in [0, " + worldSize + "); got "
+                    + rank);
+        }
+        if (localWorldSize < 1 || localWorldSize > worldSize) {
+            throw new IllegalArgumentException(launcher + ": the ranks on this node must be in [1, " + worldSize
+                    + "]; got " + localWorldSize);
+        }
+        if (localRank < 0 || localRank >= localWorldSize) {
+            throw new IllegalArgumentException(launcher + ": the rank on this node must be in [0, " + localWorldSize
+                    + "); got " + localRank);
+        }
+    }
+
+    private record Names(String prefix, String rank, String size, String localRank, String localSize) {
+    }
+
+    private static final Names TORCHRUN = new Names(Rendezvous.RANK, Rendezvous.RANK, Rendezvous.WORLD_SIZE,
+            Rendezvous.LOCAL_RANK, Rendezvous.LOCAL_WORLD_SIZE);
+    private static final Names OPEN_MPI = new Names("OMPI_COMM_WORLD", "OMPI_COMM_WORLD_RANK",
+            "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE");
+    private static final Names PMI = new Names("PMI", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS");
+    private static final Names SLURM = new Names("SLURM", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", null);
+    private static final List<Names> ORDER = List.of(TORCHRUN, OPEN_MPI, PMI, SLURM);
+
+    /**
+     * SLURM's variables are read only in a task of an {@code srun} step: a batch script runs with
+     * {@code SLURM_PROCID} 0 of the job's tasks, but is not one of them.
+     */
+    private static final String SLURM_STEP_ID = "SLURM_STEP_ID";
+
+    /** Whether some launcher's rank variable is set. */
+    public static boolean present(Map<String, String> env) {
+        return ORDER.stream().anyMatch(n -> names(env, n));
+    }
+
+    private static boolean names(Map<String, String> env, Names n) {
+        return env.containsKey(n.rank()) && (n != SLURM || env.containsKey(SLURM_STEP_ID));
+    }
+
+    /**
+     * This process's place in its group, from the first launcher whose rank variable is set.
+     *
+     * @throws IllegalArgumentException where none is set, or the chosen launcher's variables are missing or bad
+     */
+    public static LauncherEnvironment of(Map<String, String> env) {
+        for (Names n : ORDER) {
+            if (names(env, n)) {
+                return of(env, n);
+            }
+        }
+        for (Names n : ORDER) {
+            if (n != SLURM && env.containsKey(n.size())) {
+                throw new IllegalArgumentException("environment variable " + n.rank() + " is not set (" + n.size()
+                        + " is)");
+            }
+        }
+        throw new IllegalArgumentException("no launcher's variables in the environment: set " + Rendezvous.RANK
+                + " and " + Rendezvous.WORLD_SIZE + " (torchrun, dcp4j launch), or start the ranks with mpirun (OMPI_COMM_WORLD_RANK,"
+                + " PMI_RANK) or srun (SLURM_PROCID in a step, SLURM_STEP_ID)");
+    }
+
+    private static LauncherEnvironment of(Map<String, String> env, Names n) {
+        int rank = integer(env, n.rank());
+        int world = integer(env, n.size());
+        int localRank = env.containsKey(n.localRank()) ? integer(env, n.localRank()) : rank;
+        if (n == SLURM) {
+            Optional<String> nodes = Optional.ofNullable(env.get("SLURM_STEP_NODELIST"))
+                    .or(() -> Optional.ofNullable(env.get("SLURM_JOB_NODELIST")));
+            int localWorld = env.containsKey("SLURM_TASKS_PER_NODE")
+                    ? tasksOnNode(env.get("SLURM_TASKS_PER_NODE"),
+                            env.containsKey("SLURM_NODEID") ? integer(env, "SLURM_NODEID") : 0)
+                    : world;
+            return new LauncherEnvironment(n.prefix(), rank, world, localRank, localWorld,
+                    Optional.ofNullable(env.get("SLURM_JOB_ID")), nodes.map(LauncherEnvironment::firstHost));
+        }
+        int localWorld = env.containsKey(n.localSize()) ? integer(env, n.localSize()) : world;
+        return new LauncherEnvironment(n.prefix(), rank, world, localRank, localWorld, Optional.empty(),
+                Optional.empty());
+    }
+
+    private static int integer(Map<String, String> env, String name) {
+        String v = env.get(name);
+        if (v == null) {
+            throw new IllegalArgumentException("environment variable " + name + " is not set");
+        }
+        String t = v.trim();
+        if (!t.matches("[0-9]{1,9}")) {
+            throw new IllegalArgumentException("environment variable " + name + " must be a non-negative integer;"
+                    + " got '" + v + "'");
+        }
+        return Integer.parseInt(t);
+    }
+
+    /**
+     * The first host of a SLURM host list: {@code node[03-05,9],gpu1} gives {@code node03},
+     * {@code rack[2-3]-n[1-4]} gives {@code rack2-n1}.
+     */
+    static String firstHost(String list) {
+        StringBuilder host = new StringBuilder();
+        int i = 0;
+        while (i < list.length() && list.charAt(i) != ',') {
+            char c = list.charAt(i);
+            if (c == '[') {
+                int close = list.indexOf(']', i);
+                if (close < 0) {
+                    throw new IllegalArgumentException("malformed SLURM host list (no ']'): '" + list + "'");
+                }
+                String first = list.substring(i + 1, close).split("[,-]", 2)[0];
+                if (!first.matches("[0-9]+")) {
+                    throw new IllegalArgumentException("malformed SLURM host list (range '" + first + "'): '"
+                            + list + "'");
+                }
+                host.append(first);
+                i = close + 1;
+            } else {
+                host.append(c);
+                i++;
+            }
+        }
+        if (host.isEmpty()) {
+            throw new IllegalArgumentException("malformed SLURM host list (no first host): '" + list + "'");
+        }
+        return host.toString();
+    }
+
+    /**
+     * Node {@code node}'s task count in SLURM's {@code SLURM_TASKS_PER_NODE}: comma-separated counts, each
+     * {@code n} or {@code n(xk)} for k nodes in a row ({@code 2(x3),1}: nodes 0-2 run 2 tasks, node 3 one).
+     */
+    static int tasksOnNode(String spec, int node) {
+        int first = 0;
+        for (String part : spec.split(",")) {
+            String p = part.trim();
+            if (!p.matches("[0-9]{1,6}(\\(x[0-9]{1,6}\\))?")) {
+                throw new IllegalArgumentException("environment variable SLURM_TASKS_PER_NODE: malformed entry '"
+                        + part + "' in '" + spec + "'");
+            }
+            int paren = p.indexOf('(');
+            int tasks = Integer.parseInt(paren < 0 ? p : p.substring(0, paren));
+            int nodes = paren < 0 ? 1 : Integer.parseInt(p.substring(paren + 2, p.length() - 1));
+            if (node < first + nodes) {
+                return tasks;
+            }
+            first += nodes;
+        }
+        throw new IllegalArgumentException("environment variable SLURM_TASKS_PER_NODE ('" + spec + "') names "
+                + first + " node(s); SLURM_NODEID is " + node);
+    }
+}
