@@ -4,9 +4,11 @@ import picocli.CommandLine;
 import picocli.CommandLine.Command;
 
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.PrintWriter;
 import java.io.UncheckedIOException;
 import java.nio.file.NoSuchFileException;
+import java.util.Properties;
 import java.util.concurrent.Callable;
 
 /** {@code java -jar target/dcp4j.jar [subcommand]}: with no subcommand, the main job. */
@@ -68,11 +70,27 @@ public final class Main implements Callable<Integer> {
         return e.getMessage() == null ? e.toString() : e.getMessage();
     }
 
+    /** The version and commit the build wrote (scripts/build-info), or "(development build)" where there are none. */
     static final class Version implements CommandLine.IVersionProvider {
+        static final String RESOURCE = "/io/github/dcp4j/build.properties";
+
         @Override
         public String[] getVersion() {
-            String v = Main.class.getPackage().getImplementationVersion();
-            return new String[] {"dcp4j " + (v == null ? "(development build)" : v)};
+            return new String[] {describe(Main.class.getResourceAsStream(RESOURCE))};
+        }
+
+        static String describe(InputStream buildInfo) {
+            if (buildInfo == null) {
+                return "dcp4j (development build)";
+            }
+            Properties p = new Properties();
+            try (InputStream in = buildInfo) {
+                p.load(in);
+            } catch (IOException e) {
+                return "dcp4j (unreadable build information: " + e.getMessage() + ")";
+            }
+            return "dcp4j " + p.getProperty("version", "(no version)") + " (commit "
+                    + p.getProperty("commit", "unknown") + ")";
         }
     }
 }

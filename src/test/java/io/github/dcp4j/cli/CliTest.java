@@ -267,4 +267,15 @@ class CliTest {
         assertEquals(2, r.exitCode());
         assertTrue(r.err().contains("lse_mode must be 'base2' or 'basee'; got 'base10'"), r.err());
     }
+
+    @Test
+    void versionPrintsTheVersionAndCommitTheBuildWrote() {
+        // Maven's build writes the build information before the tests run (scripts/build-info)
+        Result r = run("--version");
+        assertEquals(0, r.exitCode(), r.err());
+        assertTrue(r.out().matches("dcp4j \\S+ \\(commit [0-9a-f]{12}(\\+changes)?\\)\\R"), r.out());
+        assertEquals("dcp4j 1.2.3 (commit abc)", Main.Version.describe(new java.io.ByteArrayInputStream(
+                "version=1.2.3\ncommit=abc\n".getBytes(java.nio.charset.StandardCharsets.UTF_8))));
+        assertEquals("dcp4j (development build)", Main.Version.describe(null));
+    }
 }
