@@ -160,12 +160,13 @@ final class LaunchCommand implements Callable<Integer> {
         return l;
     }
 
-    /** The environment every rank shares: world size, job id and the rendezvous. */
+    /** The environment every rank shares: world size, job id, this launch's secret and the rendezvous. */
     private Map<String, String> wiring(Path scratch, String job) throws IOException {
         Map<String, String> env = new LinkedHashMap<>();
         env.put(Rendezvous.WORLD_SIZE, "" + nproc);
         env.put(Rendezvous.LOCAL_WORLD_SIZE, "" + nproc);
         env.put(Rendezvous.DCP4J_JOB_ID, job);
+        env.put(Rendezvous.DCP4J_JOB_SECRET, Rendezvous.newJobSecret());
         if (rendezvous.equals("dir")) {
             Path dir = Files.createDirectory(scratch.resolve("rendezvous"));
             env.put(Rendezvous.DCP4J_RENDEZVOUS_DIR, dir.toString());

@@ -1,45 +1,67 @@
 package io.github.dcp4j.rendezvous;
 
-import java.io.ByteArrayInputStream;
-import java.io.ByteArrayOutputStream;
-import java.io.DataInputStream;
-import java.io.DataOutputStream;
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.SeekableByteChannel;
 import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
+import java.nio.file.OpenOption;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.BasicFileAttributes;
+import java.nio.file.attribute.FileAttribute;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.nio.file.attribute.UserPrincipal;
+import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HexFormat;
 import java.util.List;
 import java.util.Objects;
+import java.util.Set;
 import java.util.concurrent.locks.LockSupport;
 
 /**
  * A rendezvous in a shared directory, for child JVMs and batch schedulers: each rank's contribution to a key is one
- * file {@code <key>.<rank>}, written to a temporary name and then hard-linked into place, which is atomic and fails
- * if the name exists (so a second process claiming a rank, or a stale file of an earlier job, is noticed). Readers
+ * file {@code <key>.<rank>}, a sealed message ({@link Participant}), written to a fresh random temporary name
+ * (created new, owner-only, never through a link) and then hard-linked into place, which is atomic and fails if the
+ * name exists (so a second process claiming a rank, or a stale file of an earlier job or run, is noticed). A file is
+ * read only if it is a regular file of this rank's user, no larger than a rank writes, of this job and run, with a
+ * tag that verifies under the run's secret. Readers
  * poll for the files of the other ranks. A rank deletes its file of exchange k once exchange k + 1 has completed (every
  * rank has then read it, since no rank publishes k + 1 before it has read all of k), so a rank keeps at most two files
  * and leaves one, its last, which stays until the directory is removed: give each job a fresh directory.
  */
 public final class DirectoryRendezvous implements Rendezvous {
     private static final long MAX_POLL_NANOS = 20_000_000L;
+    /** How a rank's temporary file is opened: created new, never through a link. */
+    private static final Set<OpenOption> CREATE_OWN = Set.of(StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE,
+            LinkOption.NOFOLLOW_LINKS);
+    private static final SecureRandom RANDOM = new SecureRandom();
 
     private final Path dir;
     private final Participant self;
+    private final JobSecret secret;
+    /** Who owns the files this rank writes, and so must own its peers' (null where the file system has no owners). */
+    private final UserPrincipal user;
     private final Duration timeout;
     private long exchanges;
     /** This rank's file of the last completed exchange, deleted when the next one completes. */
     private Path lastOwnFile;
 
     public DirectoryRendezvous(Path dir, String job, int rank, int worldSize, Duration timeout) {
+        this(dir, job, JobSecret.NONE, rank, worldSize, timeout);
+    }
+
+    /** As {@link #DirectoryRendezvous(Path, String, int, int, Duration)}, every file tagged with {@code secret}. */
+    DirectoryRendezvous(Path dir, String job, JobSecret secret, int rank, int worldSize, Duration timeout) {
         Objects.requireNonNull(dir, "dir");
         Objects.requireNonNull(job, "job");
+        Objects.requireNonNull(secret, "secret");
         Rendezvous.requireRank(rank, worldSize);
         if (timeout.isNegative() || timeout.isZero()) {
             throw new IllegalArgumentException("timeout must be positive; got " + timeout);
@@ -48,8 +70,19 @@ public final class DirectoryRendezvous implements Rendezvous {
             throw new IllegalArgumentException("rendezvous directory " + dir + " does not exist");
         }
         this.dir = dir;
-        this.self = Participant.self(job, rank, worldSize);
+        this.self = Participant.self(job, secret, rank, worldSize);
+        this.secret = secret;
         this.timeout = timeout;
+        this.user = currentUser(dir);
+    }
+
+    private static UserPrincipal currentUser(Path dir) {
+        try {
+            return dir.getFileSystem().getUserPrincipalLookupService()
+                    .lookupPrincipalByName(System.getProperty("user.name"));
+        } catch (IOException | UnsupportedOperationException e) {
+            return null;
+        }
     }
 
     @Override
@@ -124,33 +157,55 @@ public final class DirectoryRendezvous implements Rendezvous {
         return dir.resolve(key + "." + rank);
     }
 
+    /**
+     * Writes this rank's file: to a temporary name with a random part, created new (never through a link, never over
+     * an existing file) and readable by its owner alone, then hard-linked into place.
+     */
     private void publish(String key, byte[] mine) {
         Path target = file(key, rank());
-        Path temp = dir.resolve("." + key + "." + rank() + "." + self.pid() + ".tmp");
+        Path temp = dir.resolve("." + rank() + "." + HexFormat.of().formatHex(randomBytes()) + ".tmp");
         try {
-            ByteArrayOutputStream bytes = new ByteArrayOutputStream();
-            try (DataOutputStream out = new DataOutputStream(bytes)) {
-                self.write(out);
-                Wire.writePart(out, mine);
+            byte[] message = self.seal(secret, mine);
+            try (SeekableByteChannel out = Files.newByteChannel(temp, CREATE_OWN, ownerOnly(temp))) {
+                ByteBuffer b = ByteBuffer.wrap(message);
+                while (b.hasRemaining()) {
+                    out.write(b);
+                }
             }
-            Files.write(temp, bytes.toByteArray());
             try {
                 Files.createLink(target, temp);
             } catch (FileAlreadyExistsException e) {
-                Participant other;
-                try (DataInputStream in = new DataInputStream(Files.newInputStream(target))) {
-                    other = Participant.read(in, target.toString());
+                String why = "rank " + rank() + " is already taken";
+                try {
+                    Participant.Opened other = Participant.open(Files.readAllBytes(target), true, secret,
+                            target.toString());
+                    String refusal = self.refusal(other);
+                    why = refusal != null ? refusal : why + " by pid " + other.from().pid() + " of this run";
+                } catch (IOException | RendezvousException unreadable) {
+                    why = why + " (the file there cannot be read as a rendezvous message: "
+                            + unreadable.getMessage() + ")";
                 }
-                String why = self.refusal(other);
                 throw new RendezvousException("cannot join rendezvous '" + key + "' in " + dir + " as rank " + rank()
-                        + ": " + target + " exists: " + (why != null ? why
-                        : "rank " + rank() + " is already taken by pid " + other.pid() + " of this job"));
+                        + ": " + target + " exists: " + why);
             } finally {
                 Files.deleteIfExists(temp);
             }
         } catch (IOException e) {
-            throw new UncheckedIOException("rendezvous '" + key + "': cannot write " + target, e);
+            throw new UncheckedIOException("rendezvous '" + key + "': cannot write " + target + ": " + e, e);
         }
+    }
+
+    private static FileAttribute<?>[] ownerOnly(Path file) {
+        return file.getFileSystem().supportedFileAttributeViews().contains("posix")
+                ? new FileAttribute<?>[] {PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString(
+                        "rw-------"))}
+                : new FileAttribute<?>[0];
+    }
+
+    private static byte[] randomBytes() {
+        byte[] b = new byte[8];
+        RANDOM.nextBytes(b);
+        return b;
     }
 
     /** Rank {@code r}'s contribution to {@code key}, or null if it has not arrived. */
@@ -164,22 +219,27 @@ public final class DirectoryRendezvous implements Rendezvous {
                         + (file.isRegularFile() ? file.size() + " bytes, more than a rank writes ("
                         + Wire.MAX_MESSAGE_BYTES + " at most)" : "not a regular file"));
             }
+            UserPrincipal owner = user == null ? null : Files.getOwner(f, LinkOption.NOFOLLOW_LINKS);
+            if (owner != null && !owner.equals(user)) {
+                throw new RendezvousException("rendezvous '" + key + "' in " + dir + " refused " + f + ": owned by "
+                        + owner.getName() + ", not by " + user.getName() + ", who runs this rank");
+            }
             raw = Files.readAllBytes(f);
         } catch (NoSuchFileException e) {
             return null;
         } catch (IOException e) {
             throw new UncheckedIOException("rendezvous '" + key + "': cannot read " + f, e);
         }
-        try (DataInputStream in = new DataInputStream(new ByteArrayInputStream(raw))) {
-            Participant other = Participant.read(in, f.toString());
+        try {
+            Participant.Opened other = Participant.open(raw, true, secret, f.toString());
             String why = self.refusal(other);
-            if (why == null && other.rank() != r) {
-                why = f + " names rank " + other.rank();
+            if (why == null && other.from().rank() != r) {
+                why = f + " names rank " + other.from().rank();
             }
             if (why != null) {
                 throw new RendezvousException("rendezvous '" + key + "' in " + dir + " refused " + f + ": " + why);
             }
-            return Wire.readPart(in, f.toString());
+            return other.part();
         } catch (IOException e) {
             throw new RendezvousException("rendezvous '" + key + "': " + f + " is truncated or corrupt", e);
         }

@@ -1,45 +1,104 @@
 package io.github.dcp4j.rendezvous;
 
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.IOException;
 
 /**
- * Who a contribution comes from, written before it in a rendezvous file and in a TCP hello: the job, the world size,
- * the rank and the process, so that a stale or foreign participant is recognised and named.
+ * Who a rendezvous message comes from: the job, the run (a hash of the job's secret, {@link JobSecret#run()}), the
+ * world size, the rank and the process, so that a stale or foreign participant is recognised and named. A message
+ * is sealed: this participant, then for a rendezvous file the rank's part, then the tag of everything before it under
+ * the run's secret.
+ *
+ * <pre>
+ * participant  magic u64 | job UTF | run UTF | world size i32 | rank i32 | pid i64
+ * message      participant | [part: length i32, bytes] | tag: length i32, bytes (32, or 0 without a secret)
+ * </pre>
  */
-record Participant(String job, int worldSize, int rank, long pid) {
+record Participant(String job, String run, int worldSize, int rank, long pid) {
     /** "dcp4jRDV": marks a rendezvous message. */
     static final long MAGIC = 0x6463703452445631L;
 
-    static Participant self(String job, int rank, int worldSize) {
-        return new Participant(job, worldSize, rank, ProcessHandle.current().pid());
+    /** A message read back: who sent it, its part (null where it has none) and whether its tag verified. */
+    record Opened(Participant from, byte[] part, boolean authentic) {
     }
 
-    void write(DataOutputStream out) throws IOException {
+    static Participant self(String job, JobSecret secret, int rank, int worldSize) {
+        return new Participant(job, secret.run(), worldSize, rank, ProcessHandle.current().pid());
+    }
+
+    private void write(DataOutputStream out) throws IOException {
         out.writeLong(MAGIC);
         out.writeUTF(job);
+        out.writeUTF(run);
         out.writeInt(worldSize);
         out.writeInt(rank);
         out.writeLong(pid);
     }
 
-    static Participant read(DataInputStream in, String source) throws IOException {
+    /** This participant's message with {@code part} (null: none, as in a TCP hello), tagged under {@code secret}. */
+    byte[] seal(JobSecret secret, byte[] part) throws IOException {
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        DataOutputStream out = new DataOutputStream(bytes);
+        write(out);
+        if (part != null) {
+            Wire.writePart(out, part);
+        }
+        out.flush();
+        byte[] body = bytes.toByteArray();
+        Wire.writePart(out, secret.tag(body, body.length));
+        out.flush();
+        return bytes.toByteArray();
+    }
+
+    /**
+     * Reads a message that {@link #seal} wrote; {@code withPart}: whether it carries a part. {@code source} names
+     * where it comes from in the errors.
+     *
+     * @throws RendezvousException where it is no rendezvous message, or has bytes after its end
+     * @throws IOException where it is cut short
+     */
+    static Opened open(byte[] raw, boolean withPart, JobSecret secret, String source) throws IOException {
+        ByteArrayInputStream bytes = new ByteArrayInputStream(raw);
+        DataInputStream in = new DataInputStream(bytes);
         if (in.readLong() != MAGIC) {
             throw new RendezvousException(source + " is not a dcp4j rendezvous message");
         }
-        return new Participant(in.readUTF(), in.readInt(), in.readInt(), in.readLong());
+        Participant p = new Participant(in.readUTF(), in.readUTF(), in.readInt(), in.readInt(), in.readLong());
+        byte[] part = withPart ? Wire.readPart(in, source) : null;
+        int body = raw.length - bytes.available();
+        byte[] tag = Wire.readPart(in, source);
+        if (bytes.available() != 0) {
+            throw new RendezvousException(source + ": " + bytes.available() + " bytes after the end of the message");
+        }
+        return new Opened(p, part, secret.verifies(raw, body, tag));
     }
 
-    /** Why {@code other} cannot join this participant's group, or null if it can. */
-    String refusal(Participant other) {
+    /**
+     * Why the sender of {@code message} cannot join this participant's group, or null if it can: another job, another
+     * run of this job, a tag that does not verify, another world size, a rank outside it.
+     */
+    String refusal(Opened message) {
+        Participant other = message.from();
+        String who = "rank " + other.rank + " (pid " + other.pid + ")";
         if (!other.job.equals(job)) {
-            return "rank " + other.rank + " (pid " + other.pid + ") belongs to job '" + other.job + "', this is job '"
-                    + job + "' (a stale or foreign participant)";
+            return who + " belongs to job '" + other.job + "', this is job '" + job + "' (a stale or foreign"
+                    + " participant)";
+        }
+        if (!other.run.equals(run)) {
+            return who + " belongs to " + (other.run.isEmpty() ? "a run without a secret" : "run " + other.run)
+                    + " of this job, this is " + (run.isEmpty() ? "a run without a secret" : "run " + run)
+                    + " (a leftover of an earlier run, or a participant without this run's "
+                    + Rendezvous.DCP4J_JOB_SECRET + ")";
+        }
+        if (!message.authentic()) {
+            return who + " sent a message whose tag does not verify under this run's " + Rendezvous.DCP4J_JOB_SECRET
+                    + " (forged or altered)";
         }
         if (other.worldSize != worldSize) {
-            return "rank " + other.rank + " (pid " + other.pid + ") was started with world size " + other.worldSize
-                    + ", rank " + rank + " with " + worldSize;
+            return who + " was started with world size " + other.worldSize + ", rank " + rank + " with " + worldSize;
         }
         if (other.rank < 0 || other.rank >= worldSize) {
             return "pid " + other.pid + " claims rank " + other.rank + ", outside [0, " + worldSize + ")";

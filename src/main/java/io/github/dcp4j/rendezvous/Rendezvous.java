@@ -60,6 +60,11 @@ public interface Rendezvous extends AutoCloseable {
     String DCP4J_RENDEZVOUS_DIR = "DCP4J_RENDEZVOUS_DIR";
     /** Identifies one job, so that a participant of another job (or a stale file) is refused. */
     String DCP4J_JOB_ID = "DCP4J_JOB_ID";
+    /**
+     * The secret every rendezvous message of one run is tagged with (at least 16 characters; {@code dcp4j launch}
+     * sets a fresh one per launch): without it anyone who can reach the store or write the directory can join.
+     */
+    String DCP4J_JOB_SECRET = "DCP4J_JOB_SECRET";
     /** torchrun's run id, used as the job id when DCP4J_JOB_ID is not set. */
     String TORCHELASTIC_RUN_ID = "TORCHELASTIC_RUN_ID";
 
@@ -69,7 +74,8 @@ public interface Rendezvous extends AutoCloseable {
      * {@code DCP4J_RENDEZVOUS_DIR} (a shared directory) or a TCP store that rank 0 serves at {@code MASTER_ADDR} (under
      * SLURM by default the first host of the step) and {@code DCP4J_MASTER_PORT}, else {@code MASTER_PORT}, else
      * under SLURM {@link #slurmPort}. The job id is {@code DCP4J_JOB_ID}, else {@code TORCHELASTIC_RUN_ID}, else
-     * the launcher's ({@code SLURM_JOB_ID}), else "default".
+     * the launcher's ({@code SLURM_JOB_ID}), else "default"; every message is tagged with {@code DCP4J_JOB_SECRET}
+     * where it is set.
      */
     static Rendezvous fromEnvironment(Map<String, String> env, Duration timeout) {
         LauncherEnvironment launch = LauncherEnvironment.of(env);
@@ -77,9 +83,10 @@ public interface Rendezvous extends AutoCloseable {
                 .or(() -> Optional.ofNullable(env.get(TORCHELASTIC_RUN_ID)))
                 .or(launch::jobId)
                 .orElse("default");
+        JobSecret secret = JobSecret.of(env.get(DCP4J_JOB_SECRET));
         String dir = env.get(DCP4J_RENDEZVOUS_DIR);
         if (dir != null && !dir.isEmpty()) {
-            return new DirectoryRendezvous(Path.of(dir), job, launch.rank(), launch.worldSize(), timeout);
+            return new DirectoryRendezvous(Path.of(dir), job, secret, launch.rank(), launch.worldSize(), timeout);
         }
         Optional<String> host = Optional.ofNullable(env.get(MASTER_ADDR)).or(launch::rank0Host);
         Optional<String> port = Optional.ofNullable(env.get(DCP4J_MASTER_PORT))
@@ -90,8 +97,8 @@ public interface Rendezvous extends AutoCloseable {
                     + launch.launcher() + "): set " + DCP4J_RENDEZVOUS_DIR + " (a shared directory), or "
                     + (host.isEmpty() ? MASTER_ADDR + " and " : "") + MASTER_PORT + " (rank 0 serves a TCP store)");
         }
-        return TcpRendezvous.connect(host.get(), parsePort(port.get()), job, launch.rank(), launch.worldSize(),
-                timeout);
+        return TcpRendezvous.connect(host.get(), parsePort(port.get()), job, secret, launch.rank(),
+                launch.worldSize(), timeout);
     }
 
     /**
@@ -102,6 +109,11 @@ public interface Rendezvous extends AutoCloseable {
         String digits = jobId.replaceAll("[^0-9]", "");
         int last = digits.isEmpty() ? 0 : Integer.parseInt(digits.substring(Math.max(0, digits.length() - 4)));
         return Integer.toString(20000 + last);
+    }
+
+    /** A fresh random secret for one run of a job, to give every rank as {@code DCP4J_JOB_SECRET}. */
+    static String newJobSecret() {
+        return JobSecret.generate();
     }
 
     /** Whether the environment names a rank of a multi-process group (some launcher's rank variable is set). */

@@ -22,7 +22,7 @@ import java.util.concurrent.locks.LockSupport;
  * client of it. Wire format, big-endian ({@link DataOutputStream}):
  *
  * <pre>
- * client → store   HELLO   participant (magic, job, world size, rank, pid)
+ * client → store   HELLO   length, message: participant (magic, job, run, world size, rank, pid) and its tag
  * store → client   OK | ERROR message
  * client → store   GATHER  key, timeout ms, length, bytes
  * store → client   RESULT  n × (length, bytes) | ERROR message
@@ -43,6 +43,7 @@ public final class TcpRendezvous implements Rendezvous {
     private static final long ANSWER_MARGIN_MS = 5_000;
 
     private final Participant self;
+    private final JobSecret secret;
     private final String where;
     private final Duration timeout;
     private final TcpStore store;
@@ -52,8 +53,10 @@ public final class TcpRendezvous implements Rendezvous {
     private boolean closed;
     private long exchanges;
 
-    private TcpRendezvous(Participant self, String host, int port, Duration timeout, TcpStore store) {
+    private TcpRendezvous(Participant self, JobSecret secret, String host, int port, Duration timeout,
+                          TcpStore store) {
         this.self = self;
+        this.secret = secret;
         this.where = host + ":" + port;
         this.timeout = timeout;
         this.store = store;
@@ -63,7 +66,7 @@ public final class TcpRendezvous implements Rendezvous {
             this.out = new DataOutputStream(new BufferedOutputStream(socket.getOutputStream()));
             socket.setSoTimeout((int) Math.min(Integer.MAX_VALUE, timeout.toMillis() + ANSWER_MARGIN_MS));
             out.writeInt(HELLO);
-            self.write(out);
+            Wire.writePart(out, self.seal(secret, null));
             out.flush();
             expectOk("joining");
         } catch (IOException e) {
@@ -84,16 +87,23 @@ public final class TcpRendezvous implements Rendezvous {
      */
     public static TcpRendezvous connect(String host, int port, String job, int rank, int worldSize,
                                         Duration timeout) {
+        return connect(host, port, job, JobSecret.NONE, rank, worldSize, timeout);
+    }
+
+    /** As {@link #connect(String, int, String, int, int, Duration)}, every hello tagged with {@code secret}. */
+    static TcpRendezvous connect(String host, int port, String job, JobSecret secret, int rank, int worldSize,
+                                 Duration timeout) {
         Objects.requireNonNull(host, "host");
         Objects.requireNonNull(job, "job");
+        Objects.requireNonNull(secret, "secret");
         Rendezvous.requireRank(rank, worldSize);
         if (timeout.isNegative() || timeout.isZero()) {
             throw new IllegalArgumentException("timeout must be positive; got " + timeout);
         }
-        Participant self = Participant.self(job, rank, worldSize);
-        TcpStore store = rank == 0 ? TcpStore.start(host, port, self) : null;
+        Participant self = Participant.self(job, secret, rank, worldSize);
+        TcpStore store = rank == 0 ? TcpStore.start(host, port, self, secret) : null;
         try {
-            return new TcpRendezvous(self, host, store == null ? port : store.port(), timeout, store);
+            return new TcpRendezvous(self, secret, host, store == null ? port : store.port(), timeout, store);
         } catch (RuntimeException e) {
             if (store != null) {
                 store.close(Duration.ZERO);

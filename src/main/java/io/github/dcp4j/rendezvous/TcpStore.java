@@ -22,12 +22,13 @@ import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
- * Rank 0's side of {@link TcpRendezvous}: accepts one connection per rank (checking job, world size and that the
- * rank is free), and answers each GATHER once every rank has sent one for its key. One virtual thread per connection.
+ * Rank 0's side of {@link TcpRendezvous}: accepts one connection per rank (checking job, run, the hello's tag, world
+ * size and that the rank is free), and answers each GATHER once every rank has sent one for its key. One virtual thread per connection.
  */
 final class TcpStore {
     private final ServerSocket server;
     private final Participant owner;
+    private final JobSecret secret;
     private final ReentrantLock lock = new ReentrantLock();
     private final Condition changed = lock.newCondition();
     /** Ranks connected now (guarded by lock). */
@@ -62,14 +63,15 @@ final class TcpStore {
         }
     }
 
-    private TcpStore(ServerSocket server, Participant owner) {
+    private TcpStore(ServerSocket server, Participant owner, JobSecret secret) {
         this.server = server;
         this.owner = owner;
+        this.secret = secret;
         this.acceptor = Thread.ofVirtual().name("dcp4j-rendezvous-store").start(this::acceptLoop);
     }
 
     /** Serves {@code port} on {@code host}'s interface where it is a loopback address, else on every interface. */
-    static TcpStore start(String host, int port, Participant owner) {
+    static TcpStore start(String host, int port, Participant owner, JobSecret secret) {
         try {
             InetAddress address = InetAddress.getByName(host);
             ServerSocket s = new ServerSocket();
@@ -83,7 +85,7 @@ final class TcpStore {
                         + e.getMessage() + " (under torchrun the agent holds MASTER_PORT: set "
                         + Rendezvous.DCP4J_MASTER_PORT + " to a free port)", e);
             }
-            return new TcpStore(s, owner);
+            return new TcpStore(s, owner, secret);
         } catch (IOException e) {
             throw new UncheckedIOException("cannot open the TCP rendezvous store on port " + port, e);
         }
@@ -120,8 +122,10 @@ final class TcpStore {
             if (in.readInt() != TcpRendezvous.HELLO) {
                 return;
             }
-            Participant p = Participant.read(in, "connection from " + socket.getRemoteSocketAddress());
-            String refusal = join(p);
+            String source = "connection from " + socket.getRemoteSocketAddress();
+            Participant.Opened hello = Participant.open(Wire.readPart(in, source), false, secret, source);
+            Participant p = hello.from();
+            String refusal = join(hello);
             if (refusal != null) {
                 out.writeInt(TcpRendezvous.ERROR);
                 out.writeUTF(refusal);
@@ -156,8 +160,9 @@ final class TcpStore {
         }
     }
 
-    private String join(Participant p) {
-        String why = owner.refusal(p);
+    private String join(Participant.Opened hello) {
+        Participant p = hello.from();
+        String why = owner.refusal(hello);
         if (why != null) {
             return why;
         }

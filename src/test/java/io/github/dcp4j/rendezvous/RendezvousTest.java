@@ -268,7 +268,7 @@ class RendezvousTest {
                  java.io.DataOutputStream out = new java.io.DataOutputStream(raw.getOutputStream());
                  java.io.DataInputStream in = new java.io.DataInputStream(raw.getInputStream())) {
                 out.writeInt(TcpRendezvous.HELLO);
-                Participant.self("job-w", 1, 2).write(out);
+                Wire.writePart(out, Participant.self("job-w", JobSecret.NONE, 1, 2).seal(JobSecret.NONE, null));
                 out.flush();
                 assertEquals(TcpRendezvous.OK, in.readInt());
                 out.writeInt(TcpRendezvous.GATHER);
