@@ -89,7 +89,16 @@ final class LaunchCommand implements Callable<Integer> {
         Path scratch = Files.createTempDirectory("dcp4j-launch-");
         String job = "launch-" + ProcessHandle.current().pid() + "-" + System.nanoTime();
         List<Process> children = new CopyOnWriteArrayList<>();
-        Thread stopper = new Thread(() -> stopAll(List.copyOf(children)));
+        // SIGTERM or SIGINT: the JVM runs this hook, not the finally below. A child started after the hook has read
+        // the list stops by itself once the launcher is gone (stopWithLauncher).
+        Thread stopper = new Thread(() -> {
+            stopAll(List.copyOf(children));
+            try {
+                deleteTree(scratch);
+            } catch (UncheckedIOException removedMeanwhile) {
+                // the main thread's finally is removing the same tree
+            }
+        });
         Runtime.getRuntime().addShutdownHook(stopper);
         try {
             Map<String, String> wiring = wiring(scratch, job);

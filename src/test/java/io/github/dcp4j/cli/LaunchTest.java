@@ -9,6 +9,8 @@ import java.io.InputStreamReader;
 import java.io.PrintWriter;
 import java.io.StringWriter;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -113,6 +115,44 @@ class LaunchTest {
                 rank.onExit().get(30, TimeUnit.SECONDS);
                 assertFalse(rank.isAlive(), "rank pid " + rank.pid() + " still runs");
             }
+        } finally {
+            launcher.destroyForcibly();
+            ranks.forEach(ProcessHandle::destroyForcibly);
+        }
+    }
+
+    /** The launcher stopped by SIGTERM (Process.destroy): it stops its ranks and removes its scratch directory. */
+    @Test
+    void aLauncherStoppedBySigtermStopsItsRanksAndRemovesItsDirectory() throws Exception {
+        Process launcher = new ProcessBuilder(LaunchCommand.javaExecutable(), "--enable-native-access=ALL-UNNAMED",
+                "-cp", LaunchCommand.classPath(), Main.class.getName(), "launch", "--nproc", "2", "--rendezvous",
+                "dir", "--", "ping", "--hold", "90s").redirectErrorStream(true).start();
+        Pattern holding = Pattern.compile("\\[rank (\\d)] rank \\d \\(pid (\\d+)\\) holding");
+        Pattern directory = Pattern.compile("rendezvous directory (\\S+)/rendezvous;");
+        List<ProcessHandle> ranks = new ArrayList<>();
+        Path scratch = null;
+        try {
+            BufferedReader lines = new BufferedReader(new InputStreamReader(launcher.getInputStream(),
+                    StandardCharsets.UTF_8));
+            String line;
+            while (ranks.size() < 2 && (line = lines.readLine()) != null) {
+                Matcher d = directory.matcher(line);
+                if (d.find()) {
+                    scratch = Path.of(d.group(1));
+                }
+                Matcher m = holding.matcher(line);
+                if (m.find()) {
+                    ProcessHandle.of(Long.parseLong(m.group(2))).ifPresent(ranks::add);
+                }
+            }
+            assertEquals(2, ranks.size(), "both ranks reported holding");
+            assertTrue(scratch != null && Files.isDirectory(scratch), "the launch line names its directory");
+            launcher.destroy();
+            assertTrue(launcher.waitFor(30, TimeUnit.SECONDS), "the launcher ends");
+            for (ProcessHandle rank : ranks) {
+                assertFalse(rank.isAlive(), "rank pid " + rank.pid() + " still runs after its launcher ended");
+            }
+            assertFalse(Files.exists(scratch), scratch + " is left behind");
         } finally {
             launcher.destroyForcibly();
             ranks.forEach(ProcessHandle::destroyForcibly);
