@@ -72,22 +72,55 @@ final class ReduceCommand implements java.util.concurrent.Callable<Integer> {
                 partialLse.add(tensor(contents, "partial_lse." + r));
             }
             long[] shape = requireConsistent(partialO, partialLse, cp);
-            WorkspaceSpec ws = new WorkspaceSpec((int) shape[0], (int) shape[1], cp, (int) shape[3],
-                    partialO.getFirst().dtype());
-            List<TensorView> outs;
-            try (LocalGroup group = Engines.openGroup(engine, ws, timeout)) {
-                outs = group.reduceAll(partialO, partialLse, lseMode);
-                SequencedMap<String, TensorView> result = new LinkedHashMap<>();
-                for (int r = 0; r < cp; r++) {
-                    result.put("out." + r, outs.get(r));
-                }
-                SafeTensors.write(output, result);
+            int tokens = (int) shape[0];
+            int heads = (int) shape[1];
+            DType dtype = partialO.getFirst().dtype();
+            int chunk = tokensPerCall(tokens, heads, cp, (int) shape[3], dtype);
+            WorkspaceSpec ws = new WorkspaceSpec(chunk, heads, cp, (int) shape[3], dtype);
+            List<TensorView> outs = new ArrayList<>();
+            for (int r = 0; r < cp; r++) {
+                outs.add(TensorView.allocate(arena, dtype, (long) tokens * heads, shape[3]));
             }
-            spec.commandLine().getErr().printf("reduce: %d ranks x %d rows x head_dim %d (%s, %s) on engine %s -> %s%n",
-                    cp, shape[0] * shape[1], shape[3], partialO.getFirst().dtype().name().toLowerCase(), lseMode,
-                    Engines.resolve(engine).engine().spelling(), output);
+            try (LocalGroup group = Engines.openGroup(engine, ws, timeout)) {
+                for (int t0 = 0; t0 < tokens; t0 += chunk) {
+                    int n = Math.min(chunk, tokens - t0);
+                    group.reduceAll(slice(partialO, t0, n), slice(partialLse, t0, n),
+                            slice(outs, (long) t0 * heads, (long) n * heads), lseMode);
+                }
+            }
+            SequencedMap<String, TensorView> result = new LinkedHashMap<>();
+            for (int r = 0; r < cp; r++) {
+                result.put("out." + r, outs.get(r));
+            }
+            SafeTensors.write(output, result);
+            spec.commandLine().getErr().printf("reduce: %d ranks x %d rows x head_dim %d (%s, %s) on engine %s, %d"
+                    + " call(s) -> %s%n", cp, shape[0] * shape[1], shape[3], dtype.name().toLowerCase(), lseMode,
+                    Engines.resolve(engine).engine().spelling(), (tokens + chunk - 1) / chunk, output);
             return 0;
         }
+    }
+
+    /**
+     * Tokens per call: all of them where the group's workspaces (two slots of every source's lines, on every rank,
+     * about 2.3x the input) take at most half the input's bytes, else fewer, so that the command's memory stays within
+     * about twice its input (the input read in, the outputs, the workspaces). Rows are independent, so the outputs
+     * are the same however the tokens are split.
+     */
+    static int tokensPerCall(int tokens, int heads, int cp, int headDim, DType dtype) {
+        long inputBytes = (long) cp * tokens * heads * cp * headDim * dtype.bytes();  // every rank's partial_o
+        long workspacesPerToken = (long) cp * new WorkspaceSpec(1, heads, cp, headDim, dtype).bytes();
+        return (int) Math.clamp(inputBytes / 2 / workspacesPerToken, 1, tokens);
+    }
+
+    /** Indices [from, from + n) of each tensor's first dimension (tokens of an input, rows of an output). */
+    private static List<TensorView> slice(List<TensorView> tensors, long from, long n) {
+        List<TensorView> part = new ArrayList<>();
+        for (TensorView t : tensors) {
+            long[] shape = t.shape();
+            shape[0] = n;
+            part.add(new TensorView(t.memory(), t.dtype(), shape, t.strides(), t.offset() + from * t.strides()[0]));
+        }
+        return part;
     }
 
     /** cp = the number of partial_o.r tensors; every partial_* name must be partial_o.r / partial_lse.r, r < cp. */
