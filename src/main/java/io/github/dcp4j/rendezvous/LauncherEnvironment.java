@@ -97,8 +97,8 @@ public record LauncherEnvironment(String launcher, int rank, int worldSize, int 
             }
         }
         throw new IllegalArgumentException("no launcher's variables in the environment: set " + Rendezvous.RANK
-                + " and " + Rendezvous.WORLD_SIZE + " (torchrun, dcp4j launch), or start the ranks with mpirun (OMPI_COMM_WORLD_RANK,"
-                + " PMI_RANK) or srun (SLURM_PROCID in a step, SLURM_STEP_ID)");
+                + " and " + Rendezvous.WORLD_SIZE + " (torchrun, dcp4j launch), or start the ranks with mpirun"
+                + " (OMPI_COMM_WORLD_RANK, PMI_RANK) or srun (SLURM_PROCID in a step, SLURM_STEP_ID)");
     }
 
     private static LauncherEnvironment of(Map<String, String> env, Names n) {

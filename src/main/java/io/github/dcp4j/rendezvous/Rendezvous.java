@@ -67,11 +67,15 @@ public interface Rendezvous extends AutoCloseable {
     String DCP4J_JOB_SECRET = "DCP4J_JOB_SECRET";
     /** torchrun's run id, used as the job id when DCP4J_JOB_ID is not set. */
     String TORCHELASTIC_RUN_ID = "TORCHELASTIC_RUN_ID";
+    /** "True" where torchrun's agent serves its store at MASTER_ADDR:MASTER_PORT for the workers. */
+    String TORCHELASTIC_USE_AGENT_STORE = "TORCHELASTIC_USE_AGENT_STORE";
 
     /**
      * The rendezvous the environment describes: rank and world size from the launcher ({@link LauncherEnvironment}:
-     * torchrun's {@code RANK}, {@code WORLD_SIZE}, or Open MPI's, PMI's, SLURM's), and either
-     * {@code DCP4J_RENDEZVOUS_DIR} (a shared directory) or a TCP store that rank 0 serves at {@code MASTER_ADDR} (under
+     * torchrun's {@code RANK}, {@code WORLD_SIZE}, or Open MPI's, PMI's, SLURM's), and {@code DCP4J_RENDEZVOUS_DIR}
+     * (a shared directory) if set, else under torchrun its agent's store at {@code MASTER_ADDR:MASTER_PORT}
+     * ({@link TorchStoreRendezvous}, where {@code TORCHELASTIC_USE_AGENT_STORE} is "True" and no
+     * {@code DCP4J_MASTER_PORT} is set), else a TCP store that rank 0 serves at {@code MASTER_ADDR} (under
      * SLURM by default the first host of the step) and {@code DCP4J_MASTER_PORT}, else {@code MASTER_PORT}, else
      * under SLURM {@link #slurmPort}. The job id is {@code DCP4J_JOB_ID}, else {@code TORCHELASTIC_RUN_ID}, else
      * the launcher's ({@code SLURM_JOB_ID}), else "default"; every message is tagged with {@code DCP4J_JOB_SECRET}
@@ -87,6 +91,11 @@ public interface Rendezvous extends AutoCloseable {
         String dir = env.get(DCP4J_RENDEZVOUS_DIR);
         if (dir != null && !dir.isEmpty()) {
             return new DirectoryRendezvous(Path.of(dir), job, secret, launch.rank(), launch.worldSize(), timeout);
+        }
+        if ("true".equalsIgnoreCase(env.get(TORCHELASTIC_USE_AGENT_STORE)) && env.containsKey(MASTER_ADDR)
+                && env.containsKey(MASTER_PORT) && !env.containsKey(DCP4J_MASTER_PORT)) {
+            return new TorchStoreRendezvous(env.get(MASTER_ADDR), parsePort(env.get(MASTER_PORT)), job, secret,
+                    launch.rank(), launch.worldSize(), timeout);
         }
         Optional<String> host = Optional.ofNullable(env.get(MASTER_ADDR)).or(launch::rank0Host);
         Optional<String> port = Optional.ofNullable(env.get(DCP4J_MASTER_PORT))

@@ -23,7 +23,8 @@ import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * Rank 0's side of {@link TcpRendezvous}: accepts one connection per rank (checking job, run, the hello's tag, world
- * size and that the rank is free), and answers each GATHER once every rank has sent one for its key. One virtual thread per connection.
+ * size and that the rank is free), and answers each GATHER once every rank has sent one for its key. One virtual
+ * thread per connection.
  */
 final class TcpStore {
     private final ServerSocket server;

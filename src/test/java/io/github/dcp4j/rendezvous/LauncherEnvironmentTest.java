@@ -50,16 +50,16 @@ class LauncherEnvironmentTest {
     @Test
     void slurmGivesTheNodesTaskCountTheJobAndRankZerosHost() {
         // the last of 7 tasks, alone on the fourth node of four
-        LauncherEnvironment l = LauncherEnvironment.of(env("SLURM_PROCID", "6", "SLURM_NTASKS", "7", "SLURM_STEP_ID", "0", "SLURM_LOCALID",
-                "0", "SLURM_NODEID", "3", "SLURM_TASKS_PER_NODE", "2(x3),1", "SLURM_JOB_ID", "48213",
+        LauncherEnvironment l = LauncherEnvironment.of(env("SLURM_PROCID", "6", "SLURM_NTASKS", "7", "SLURM_STEP_ID",
+                "0", "SLURM_LOCALID", "0", "SLURM_NODEID", "3", "SLURM_TASKS_PER_NODE", "2(x3),1", "SLURM_JOB_ID", "48213",
                 "SLURM_JOB_NODELIST", "gpu[07-09,12]"));
         assertEquals(new LauncherEnvironment("SLURM", 6, 7, 0, 1, Optional.of("48213"), Optional.of("gpu07")), l);
     }
 
     @Test
     void theStepsNodeListComesBeforeTheJobs() {
-        LauncherEnvironment l = LauncherEnvironment.of(env("SLURM_PROCID", "0", "SLURM_NTASKS", "2", "SLURM_STEP_ID", "1",
-                "SLURM_STEP_NODELIST", "n[4-5]", "SLURM_JOB_NODELIST", "n[1-5]"));
+        LauncherEnvironment l = LauncherEnvironment.of(env("SLURM_PROCID", "0", "SLURM_NTASKS", "2", "SLURM_STEP_ID",
+                "1", "SLURM_STEP_NODELIST", "n[4-5]", "SLURM_JOB_NODELIST", "n[1-5]"));
         assertEquals(Optional.of("n4"), l.rank0Host());
     }
 

@@ -1,0 +1,287 @@
+package io.github.dcp4j.rendezvous;
+
+import java.io.BufferedInputStream;
+import java.io.BufferedOutputStream;
+import java.io.DataInputStream;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.ConnectException;
+import java.net.InetSocketAddress;
+import java.net.Socket;
+import java.net.SocketTimeoutException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Objects;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.locks.LockSupport;
+
+/**
+ * A rendezvous through a store that torch already serves: torchrun's agent store at MASTER_ADDR:MASTER_PORT, so that
+ * ranks under torchrun need no port of their own. Each rank is a client of torch's TCPStore wire protocol (c10d's
+ * TCPStore / TCPStoreBackend, as published): a query is one byte of query type followed by its arguments, integers in
+ * the host's byte order (little-endian on every platform dcp4j runs on), strings and byte arrays as a u64 length and
+ * the bytes:
+ *
+ * <pre>
+ * VALIDATE  u32 magic 0x3C85F7CE                      (no answer: the first query of a connection)
+ * PING      u32 nonce                           → u32 the same nonce
+ * SET       key, value                                (no answer)
+ * GET       key                                 → value
+ * ADD       key, i64 increment                  → i64 the key's new value
+ * CHECK     u64 n, n keys                       → u8 0 where every key is set, 1 where one is not
+ * DELETE    key                                 → i64 keys deleted
+ * </pre>
+ *
+ * Keys are {@code dcp4j/<job>/<run>/...}: a rank claims {@code rank/<r>} with ADD (a second claim sees 2), and
+ * contributes to exchange k of name n under {@code <k>-<n>/<r>}, a sealed message ({@link Participant}) that the other
+ * ranks poll for with CHECK and read with GET; a rank deletes its key of exchange k once exchange k + 1 has completed.
+ * Every wait is bounded by the timeout.
+ */
+final class TorchStoreRendezvous implements Rendezvous {
+    static final int VALIDATE = 0;
+    static final int SET = 1;
+    static final int GET = 3;
+    static final int ADD = 4;
+    static final int CHECK = 5;
+    static final int DELETE_KEY = 8;
+    static final int PING = 13;
+    static final int VALIDATION_MAGIC = 0x3C85F7CE;
+    static final int CHECK_READY = 0;
+    private static final long MAX_POLL_NANOS = 20_000_000L;
+
+    private final Participant self;
+    private final JobSecret secret;
+    private final String where;
+    private final String prefix;
+    private final Duration timeout;
+    private final Socket socket;
+    private final DataInputStream in;
+    private final OutputStream out;
+    private long exchanges;
+    /** This rank's key of the last completed exchange, deleted when the next one completes. */
+    private String lastOwnKey;
+
+    TorchStoreRendezvous(String host, int port, String job, JobSecret secret, int rank, int worldSize,
+                         Duration timeout) {
+        Objects.requireNonNull(host, "host");
+        Objects.requireNonNull(job, "job");
+        Objects.requireNonNull(secret, "secret");
+        Rendezvous.requireRank(rank, worldSize);
+        if (timeout.isNegative() || timeout.isZero()) {
+            throw new IllegalArgumentException("timeout must be positive; got " + timeout);
+        }
+        this.self = Participant.self(job, secret, rank, worldSize);
+        this.secret = secret;
+        this.where = "torch's store at " + host + ":" + port;
+        this.prefix = "dcp4j/" + job + "/" + secret.run() + "/";
+        this.timeout = timeout;
+        Socket s = null;
+        try {
+            s = connectWithRetry(host, port, System.nanoTime() + timeout.toNanos());
+            s.setSoTimeout((int) Math.min(Integer.MAX_VALUE, Math.max(1, timeout.toMillis())));
+            this.socket = s;
+            this.in = new DataInputStream(new BufferedInputStream(s.getInputStream()));
+            this.out = new BufferedOutputStream(s.getOutputStream());
+            send(query(VALIDATE).putInt(VALIDATION_MAGIC));
+            int nonce = ThreadLocalRandom.current().nextInt();
+            send(query(PING).putInt(nonce));
+            int echoed = readInt();
+            if (echoed != nonce) {
+                throw new RendezvousException(where + " answered a ping with " + echoed + ", not " + nonce
+                        + ": not a torch TCPStore");
+            }
+            long claims = add(prefix + "rank/" + rank, 1);
+            if (claims != 1) {
+                throw new RendezvousException("cannot join " + where + " as rank " + rank + ": rank " + rank
+                        + " is already taken in job '" + job + "' (claimed " + claims + " times)");
+            }
+        } catch (IOException e) {
+            closeQuietly(s);
+            throw new RendezvousException("rank " + rank + " cannot join " + where + ": " + e.getMessage(), e);
+        } catch (RuntimeException e) {
+            closeQuietly(s);
+            throw e;
+        }
+    }
+
+    @Override
+    public int rank() {
+        return self.rank();
+    }
+
+    @Override
+    public int worldSize() {
+        return self.worldSize();
+    }
+
+    @Override
+    public Duration timeout() {
+        return timeout;
+    }
+
+    @Override
+    public String describe() {
+        return where;
+    }
+
+    @Override
+    public synchronized List<byte[]> allGather(String name, byte[] mine) {
+        Rendezvous.requireKey(name);
+        String key = prefix + ++exchanges + "-" + name;
+        try {
+            set(key + "/" + rank(), self.seal(secret, mine));
+            byte[][] parts = new byte[worldSize()][];
+            parts[rank()] = mine.clone();
+            long deadline = System.nanoTime() + timeout.toNanos();
+            long pause = 100_000L;
+            for (int r = 0; r < parts.length; r++) {
+                while (parts[r] == null && !check(key + "/" + r)) {
+                    if (System.nanoTime() - deadline > 0) {
+                        List<Integer> absent = new ArrayList<>();
+                        for (int q = r; q < parts.length; q++) {
+                            if (parts[q] == null && !check(key + "/" + q)) {
+                                absent.add(q);
+                            }
+                        }
+                        throw new RendezvousException("rendezvous '" + key + "' at " + where + " timed out after "
+                                + timeout + " on rank " + rank() + ": rank(s) " + absent + " never arrived");
+                    }
+                    LockSupport.parkNanos(pause);
+                    pause = Math.min(MAX_POLL_NANOS, pause * 2);
+                }
+                if (parts[r] == null) {
+                    parts[r] = open(key, r, get(key + "/" + r));
+                }
+            }
+            if (lastOwnKey != null) {
+                delete(lastOwnKey);
+            }
+            lastOwnKey = key + "/" + rank();
+            return Arrays.asList(parts);
+        } catch (IOException e) {
+            throw new RendezvousException("rendezvous '" + key + "' at " + where + " failed on rank " + rank() + ": "
+                    + e.getMessage(), e);
+        }
+    }
+
+    private byte[] open(String key, int r, byte[] raw) throws IOException {
+        String source = where + " key " + key + "/" + r;
+        Participant.Opened other = Participant.open(raw, true, secret, source);
+        String why = self.refusal(other);
+        if (why == null && other.from().rank() != r) {
+            why = "it names rank " + other.from().rank();
+        }
+        if (why != null) {
+            throw new RendezvousException("rendezvous '" + key + "' refused " + source + ": " + why);
+        }
+        return other.part();
+    }
+
+    private static ByteBuffer query(int type) {
+        return ByteBuffer.allocate(64).order(ByteOrder.LITTLE_ENDIAN).put((byte) type);
+    }
+
+    private static ByteBuffer withString(ByteBuffer b, byte[] bytes) {
+        ByteBuffer grown = ByteBuffer.allocate(b.position() + Long.BYTES + bytes.length + 64)
+                .order(ByteOrder.LITTLE_ENDIAN);
+        grown.put(b.flip());
+        return grown.putLong(bytes.length).put(bytes);
+    }
+
+    private static byte[] utf8(String key) {
+        return key.getBytes(StandardCharsets.UTF_8);
+    }
+
+    private void send(ByteBuffer b) throws IOException {
+        out.write(b.array(), 0, b.position());
+        out.flush();
+    }
+
+    private void set(String key, byte[] value) throws IOException {
+        send(withString(withString(query(SET), utf8(key)), value));
+    }
+
+    private byte[] get(String key) throws IOException {
+        send(withString(query(GET), utf8(key)));
+        long n = readLong();
+        if (n < 0 || n > Wire.MAX_MESSAGE_BYTES) {
+            throw new RendezvousException(where + " answered GET " + key + " with " + n + " bytes; a rank writes at"
+                    + " most " + Wire.MAX_MESSAGE_BYTES);
+        }
+        byte[] value = new byte[(int) n];
+        in.readFully(value);
+        return value;
+    }
+
+    private long add(String key, long increment) throws IOException {
+        send(withString(query(ADD), utf8(key)).putLong(increment));
+        return readLong();
+    }
+
+    private boolean check(String key) throws IOException {
+        send(withString(query(CHECK).putLong(1), utf8(key)));
+        return in.readUnsignedByte() == CHECK_READY;
+    }
+
+    private void delete(String key) throws IOException {
+        send(withString(query(DELETE_KEY), utf8(key)));
+        readLong();
+    }
+
+    private int readInt() throws IOException {
+        byte[] b = new byte[Integer.BYTES];
+        in.readFully(b);
+        return ByteBuffer.wrap(b).order(ByteOrder.LITTLE_ENDIAN).getInt();
+    }
+
+    private long readLong() throws IOException {
+        byte[] b = new byte[Long.BYTES];
+        in.readFully(b);
+        return ByteBuffer.wrap(b).order(ByteOrder.LITTLE_ENDIAN).getLong();
+    }
+
+    private static Socket connectWithRetry(String host, int port, long deadline) throws IOException {
+        long pause = 10_000_000L;
+        while (true) {
+            Socket s = new Socket();
+            try {
+                s.setTcpNoDelay(true);
+                s.connect(new InetSocketAddress(host, port), 1000);
+                return s;
+            } catch (ConnectException | SocketTimeoutException e) {
+                s.close();
+                if (System.nanoTime() - deadline > 0) {
+                    throw new ConnectException("no store at " + host + ":" + port + ": " + e.getMessage());
+                }
+                LockSupport.parkNanos(pause);
+                pause = Math.min(200_000_000L, pause * 2);
+            }
+        }
+    }
+
+    private static void closeQuietly(Socket s) {
+        if (s != null) {
+            try {
+                s.close();
+            } catch (IOException ignored) {
+                // already failing: the first error is the one reported
+            }
+        }
+    }
+
+    /** Closes the connection; the keys stay in torch's store, which lives as long as its job. */
+    @Override
+    public synchronized void close() {
+        closeQuietly(socket);
+    }
+
+    @Override
+    public String toString() {
+        return "rank " + rank() + " of " + worldSize() + " at " + where;
+    }
+}
