@@ -592,7 +592,7 @@ __device__ void dcp_lse_reduce(const LaunchArgs<N>& a) {
 // Where every row has a block of its own and all cp sources of a row fit in shared memory (the host decides,
 // KernelCall), a shorter kernel: at small batch a call's time is the chain of dependent steps from entry to the
 // output store (docs/PERFORMANCE.md), and this one has few. Block (rank, row), warp w takes the peers p = w, w + 8,
-// ...: it sends the row's slice for p (its lines in chunks of 16, each lane's words loaded straight into registers,
+// ...: it sends the row's slice for p (its lines in chunks of 12, each lane's words loaded straight into registers,
 // one warp-wide store of 4 lines per set, then the row's LSE lines), and then waits for source p's lines of the row,
 // polled whole, loads them again once every flag is there (docs/PROTOCOL.md), clears the flags and leaves the line
 // parts in shared memory (its own rank's from partial_o). After one barrier each warp computes the row's weights and
@@ -651,7 +651,7 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
                               row_element_offset(a, row, r.o_stride_token, r.o_stride_head) * sizeof(T);
     const float* lse_in = r.partial_lse + row_element_offset(a, row, r.lse_stride_token, r.lse_stride_head);
 
-    // This lane's words of chunk c of the row's slice for peer p: lo[k], hi[k] of line 16c + 4k + sub.
+    // This lane's words of chunk c of the row's slice for peer p: lo[k], hi[k] of line 12c + 4k + sub.
     uint64_t lo[kRowSets];
     uint64_t hi[kRowSets];
     const auto load_chunk = [&](int p, int c) {
@@ -733,7 +733,7 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
         float lse = 0.f;
 #pragma unroll 1
         for (int c = 0; c * kRowChunkLines < lines && !failed; ++c) {
-            unsigned pending = 0u;  // bit k: line 16c + 4k + sub's flag not seen yet (the same in its 8 lanes)
+            unsigned pending = 0u;  // bit k: line 12c + 4k + sub's flag not seen yet (the same in its 8 lanes)
 #pragma unroll
             for (int k = 0; k < kRowSets; ++k) {
                 if (c * kRowChunkLines + k * kLinesPerGroup + sub < lines) {

@@ -28,7 +28,8 @@ import java.util.regex.Pattern;
 
 @Command(name = "reduce", mixinStandardHelpOptions = true,
         description = {
-            "Runs one call of the op for every rank on the tensors of a safetensors file.",
+            "Runs the op for every rank on the tensors of a safetensors file (in as few calls as keep its memory"
+                + " within about twice the input; the outputs do not depend on how the tokens are split).",
             "The input holds partial_o.<r> ([T, H, cp, D], F16 or BF16) and partial_lse.<r> ([T, H, cp], F32) for"
                 + " r = 0..cp-1; the output gets out.<r> ([T*H, D], partial_o's dtype) for every rank. The output"
                 + " file is written whole or not at all."})
@@ -173,7 +174,8 @@ final class ReduceCommand implements java.util.concurrent.Callable<Integer> {
             throw new SafeTensorsException(input + ": partial_o.0 " + Arrays.toString(shape) + " has zero rows;"
                     + " zero-token inputs are not supported");
         }
-        if (shape[0] > Integer.MAX_VALUE || shape[1] > Integer.MAX_VALUE || shape[3] > Integer.MAX_VALUE) {
+        if (shape[0] > Integer.MAX_VALUE || shape[1] > Integer.MAX_VALUE || shape[3] > Integer.MAX_VALUE
+                || shape[0] * shape[1] > Integer.MAX_VALUE) {
             throw new SafeTensorsException(input + ": partial_o.0 " + Arrays.toString(shape) + " is too large");
         }
         long[] lseShape = Arrays.copyOf(shape, 3);

@@ -47,7 +47,7 @@ public final class DirectoryRendezvous implements Rendezvous {
     private final Participant self;
     private final JobSecret secret;
     /** Who owns the files this rank writes, and so must own its peers' (null where the file system has no owners). */
-    private final UserPrincipal user;
+    private UserPrincipal user;
     private final Duration timeout;
     private long exchanges;
     /** This rank's file of the last completed exchange, deleted when the next one completes. */
@@ -74,6 +74,14 @@ public final class DirectoryRendezvous implements Rendezvous {
         this.secret = secret;
         this.timeout = timeout;
         this.user = currentUser(dir);
+    }
+
+    private static UserPrincipal ownerOf(Path file) {
+        try {
+            return Files.getOwner(file, LinkOption.NOFOLLOW_LINKS);
+        } catch (IOException | UnsupportedOperationException e) {
+            return null;
+        }
     }
 
     private static UserPrincipal currentUser(Path dir) {
@@ -158,6 +166,54 @@ public final class DirectoryRendezvous implements Rendezvous {
     }
 
     /**
+     * The bytes of rank file {@code f}, opened once without following a link: a regular file of this rank's user, at
+     * most {@link Wire#MAX_MESSAGE_BYTES} long, else refused by name.
+     */
+    private byte[] readBounded(String key, Path f) throws IOException {
+        BasicFileAttributes file = Files.readAttributes(f, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
+        if (!file.isRegularFile()) {
+            throw refused(key, f, file.isSymbolicLink() ? "a symbolic link" : "not a regular file");
+        }
+        UserPrincipal owner = user == null ? null : Files.getOwner(f, LinkOption.NOFOLLOW_LINKS);
+        if (owner != null && !owner.equals(user)) {
+            throw refused(key, f, "owned by " + owner.getName() + ", not by " + user.getName()
+                    + ", who runs this rank");
+        }
+        ByteBuffer b;
+        long size;
+        try (SeekableByteChannel ch = Files.newByteChannel(f, Set.of(StandardOpenOption.READ,
+                LinkOption.NOFOLLOW_LINKS))) {
+            size = ch.size();
+            if (size > Wire.MAX_MESSAGE_BYTES) {
+                throw refused(key, f, size + " bytes, more than a rank writes (" + Wire.MAX_MESSAGE_BYTES
+                        + " at most)");
+            }
+            b = ByteBuffer.allocate((int) size + 1);  // one byte more: a file that grows is seen to grow
+            fill(ch, b);
+        } catch (NoSuchFileException e) {
+            throw e;
+        } catch (IOException e) {
+            throw refused(key, f, e.getMessage());  // e.g. replaced by a link since its attributes were read
+        }
+        if (b.position() > size) {
+            throw refused(key, f, "it grew while it was read (a rank's file is written whole before it appears)");
+        }
+        return Arrays.copyOf(b.array(), b.position());
+    }
+
+    private RendezvousException refused(String key, Path f, String why) {
+        return new RendezvousException("rendezvous '" + key + "' in " + dir + " refused " + f + ": " + why);
+    }
+
+    /** Reads into {@code b} until it is full or the file ends. */
+    private static void fill(SeekableByteChannel ch, ByteBuffer b) throws IOException {
+        int n = 0;
+        while (b.hasRemaining() && n >= 0) {
+            n = ch.read(b);
+        }
+    }
+
+    /**
      * Writes this rank's file: to a temporary name with a random part, created new (never through a link, never over
      * an existing file) and readable by its owner alone, then hard-linked into place.
      */
@@ -165,8 +221,11 @@ public final class DirectoryRendezvous implements Rendezvous {
         Path target = file(key, rank());
         Path temp = dir.resolve("." + rank() + "." + HexFormat.of().formatHex(randomBytes()) + ".tmp");
         try {
-            byte[] message = self.seal(secret, mine);
+            byte[] message = self.seal(secret, key, mine);
             try (SeekableByteChannel out = Files.newByteChannel(temp, CREATE_OWN, ownerOnly(temp))) {
+                if (user == null) {
+                    user = ownerOf(temp);  // where the user's name is not in the system's user list
+                }
                 ByteBuffer b = ByteBuffer.wrap(message);
                 while (b.hasRemaining()) {
                     out.write(b);
@@ -177,9 +236,9 @@ public final class DirectoryRendezvous implements Rendezvous {
             } catch (FileAlreadyExistsException e) {
                 String why = "rank " + rank() + " is already taken";
                 try {
-                    Participant.Opened other = Participant.open(Files.readAllBytes(target), true, secret,
+                    Participant.Opened other = Participant.open(readBounded(key, target), true, secret,
                             target.toString());
-                    String refusal = self.refusal(other);
+                    String refusal = self.refusal(other, key);
                     why = refusal != null ? refusal : why + " by pid " + other.from().pid() + " of this run";
                 } catch (IOException | RendezvousException unreadable) {
                     why = why + " (the file there cannot be read as a rendezvous message: "
@@ -213,18 +272,7 @@ public final class DirectoryRendezvous implements Rendezvous {
         Path f = file(key, r);
         byte[] raw;
         try {
-            BasicFileAttributes file = Files.readAttributes(f, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
-            if (!file.isRegularFile() || file.size() > Wire.MAX_MESSAGE_BYTES) {
-                throw new RendezvousException("rendezvous '" + key + "' in " + dir + " refused " + f + ": "
-                        + (file.isRegularFile() ? file.size() + " bytes, more than a rank writes ("
-                        + Wire.MAX_MESSAGE_BYTES + " at most)" : "not a regular file"));
-            }
-            UserPrincipal owner = user == null ? null : Files.getOwner(f, LinkOption.NOFOLLOW_LINKS);
-            if (owner != null && !owner.equals(user)) {
-                throw new RendezvousException("rendezvous '" + key + "' in " + dir + " refused " + f + ": owned by "
-                        + owner.getName() + ", not by " + user.getName() + ", who runs this rank");
-            }
-            raw = Files.readAllBytes(f);
+            raw = readBounded(key, f);
         } catch (NoSuchFileException e) {
             return null;
         } catch (IOException e) {
@@ -232,7 +280,7 @@ public final class DirectoryRendezvous implements Rendezvous {
         }
         try {
             Participant.Opened other = Participant.open(raw, true, secret, f.toString());
-            String why = self.refusal(other);
+            String why = self.refusal(other, key);
             if (why == null && other.from().rank() != r) {
                 why = f + " names rank " + other.from().rank();
             }

@@ -69,6 +69,8 @@ public interface Rendezvous extends AutoCloseable {
     String TORCHELASTIC_RUN_ID = "TORCHELASTIC_RUN_ID";
     /** "True" where torchrun's agent serves its store at MASTER_ADDR:MASTER_PORT for the workers. */
     String TORCHELASTIC_USE_AGENT_STORE = "TORCHELASTIC_USE_AGENT_STORE";
+    /** How often torchrun has restarted the group's workers (their keys in its store are kept apart by it). */
+    String TORCHELASTIC_RESTART_COUNT = "TORCHELASTIC_RESTART_COUNT";
 
     /**
      * The rendezvous the environment describes: rank and world size from the launcher ({@link LauncherEnvironment}:
@@ -95,7 +97,7 @@ public interface Rendezvous extends AutoCloseable {
         if ("true".equalsIgnoreCase(env.get(TORCHELASTIC_USE_AGENT_STORE)) && env.containsKey(MASTER_ADDR)
                 && env.containsKey(MASTER_PORT) && !env.containsKey(DCP4J_MASTER_PORT)) {
             return new TorchStoreRendezvous(env.get(MASTER_ADDR), parsePort(env.get(MASTER_PORT)), job, secret,
-                    launch.rank(), launch.worldSize(), timeout);
+                    restartCount(env), launch.rank(), launch.worldSize(), timeout);
         }
         Optional<String> host = Optional.ofNullable(env.get(MASTER_ADDR)).or(launch::rank0Host);
         Optional<String> port = Optional.ofNullable(env.get(DCP4J_MASTER_PORT))
@@ -108,6 +110,16 @@ public interface Rendezvous extends AutoCloseable {
         }
         return TcpRendezvous.connect(host.get(), parsePort(port.get()), job, secret, launch.rank(),
                 launch.worldSize(), timeout);
+    }
+
+    /** torchrun's {@code TORCHELASTIC_RESTART_COUNT}: 0 where it is not set. */
+    private static int restartCount(Map<String, String> env) {
+        String v = env.getOrDefault(TORCHELASTIC_RESTART_COUNT, "0").trim();
+        if (!v.matches("[0-9]{1,9}")) {
+            throw new IllegalArgumentException("environment variable " + TORCHELASTIC_RESTART_COUNT + " must be a"
+                    + " non-negative integer; got '" + v + "'");
+        }
+        return Integer.parseInt(v);
     }
 
     /**

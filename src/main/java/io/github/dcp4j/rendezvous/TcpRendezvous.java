@@ -24,8 +24,8 @@ import java.util.concurrent.locks.LockSupport;
  * <pre>
  * client → store   HELLO   length, message: participant (magic, job, run, world size, rank, pid) and its tag
  * store → client   OK | ERROR message
- * client → store   GATHER  key, timeout ms, length, bytes
- * store → client   RESULT  n × (length, bytes) | ERROR message
+ * client → store   GATHER  key, timeout ms, length, message: the rank's part, sealed for the key
+ * store → client   RESULT  n × (length, message) | ERROR message
  * client → store   BYE
  * </pre>
  *
@@ -34,6 +34,8 @@ import java.util.concurrent.locks.LockSupport;
  */
 public final class TcpRendezvous implements Rendezvous {
     static final int HELLO = 1;
+    /** The key a hello is sealed for. */
+    static final String HELLO_KEY = "hello";
     static final int GATHER = 2;
     static final int BYE = 3;
     static final int OK = 10;
@@ -66,7 +68,7 @@ public final class TcpRendezvous implements Rendezvous {
             this.out = new DataOutputStream(new BufferedOutputStream(socket.getOutputStream()));
             socket.setSoTimeout((int) Math.min(Integer.MAX_VALUE, timeout.toMillis() + ANSWER_MARGIN_MS));
             out.writeInt(HELLO);
-            Wire.writePart(out, self.seal(secret, null));
+            Wire.writeMessage(out, self.seal(secret, HELLO_KEY, null));
             out.flush();
             expectOk("joining");
         } catch (IOException e) {
@@ -179,7 +181,7 @@ public final class TcpRendezvous implements Rendezvous {
             out.writeInt(GATHER);
             out.writeUTF(key);
             out.writeLong(timeout.toMillis());
-            Wire.writePart(out, mine);
+            Wire.writeMessage(out, self.seal(secret, key, mine));
             out.flush();
             int answer = in.readInt();
             if (answer == ERROR) {
@@ -194,9 +196,19 @@ public final class TcpRendezvous implements Rendezvous {
                 throw new RendezvousException("TCP rendezvous at " + where + " answered '" + key + "' with " + n
                         + " parts for a group of " + worldSize());
             }
+            // every part is checked as a file would be: the store relays messages, it cannot forge them
             List<byte[]> parts = new ArrayList<>(n);
             for (int r = 0; r < n; r++) {
-                parts.add(Wire.readPart(in, "TCP rendezvous at " + where));
+                String source = "rank " + r + "'s part of '" + key + "' from the store at " + where;
+                Participant.Opened part = Participant.open(Wire.readMessage(in, source), true, secret, source);
+                String why = self.refusal(part, key);
+                if (why == null && part.from().rank() != r) {
+                    why = "it names rank " + part.from().rank();
+                }
+                if (why != null) {
+                    throw new RendezvousException("rendezvous '" + key + "' refused " + source + ": " + why);
+                }
+                parts.add(r == rank() ? mine.clone() : part.part());
             }
             return parts;
         } catch (SocketTimeoutException e) {

@@ -124,7 +124,7 @@ final class TcpStore {
                 return;
             }
             String source = "connection from " + socket.getRemoteSocketAddress();
-            Participant.Opened hello = Participant.open(Wire.readPart(in, source), false, secret, source);
+            Participant.Opened hello = Participant.open(Wire.readMessage(in, source), false, secret, source);
             Participant p = hello.from();
             String refusal = join(hello);
             if (refusal != null) {
@@ -147,7 +147,7 @@ final class TcpStore {
                 }
                 String key = in.readUTF();
                 long timeoutMs = in.readLong();
-                byte[] mine = Wire.readPart(in, "rank " + rank + "'s connection");
+                byte[] mine = Wire.readMessage(in, "rank " + rank + "'s connection");
                 lastKey = key;
                 gather(rank, key, mine, timeoutMs, out);
                 out.flush();
@@ -163,7 +163,7 @@ final class TcpStore {
 
     private String join(Participant.Opened hello) {
         Participant p = hello.from();
-        String why = owner.refusal(hello);
+        String why = owner.refusal(hello, TcpRendezvous.HELLO_KEY);
         if (why != null) {
             return why;
         }
@@ -247,7 +247,7 @@ final class TcpStore {
         out.writeInt(TcpRendezvous.RESULT);
         out.writeInt(result.length);
         for (byte[] part : result) {
-            Wire.writePart(out, part);
+            Wire.writeMessage(out, part);
         }
     }
 

@@ -37,7 +37,8 @@ import java.util.concurrent.locks.LockSupport;
  * DELETE    key                                 → i64 keys deleted
  * </pre>
  *
- * Keys are {@code dcp4j/<job>/<run>/...}: a rank claims {@code rank/<r>} with ADD (a second claim sees 2), and
+ * Keys are {@code dcp4j/<job>/<run>/attempt_<restart count>/...} (the agent's store outlives a restart of its
+ * workers): a rank claims {@code rank/<r>} with ADD (a second claim sees 2), and
  * contributes to exchange k of name n under {@code <k>-<n>/<r>}, a sealed message ({@link Participant}) that the other
  * ranks poll for with CHECK and read with GET; a rank deletes its key of exchange k once exchange k + 1 has completed.
  * Every wait is bounded by the timeout.
@@ -66,7 +67,8 @@ final class TorchStoreRendezvous implements Rendezvous {
     /** This rank's key of the last completed exchange, deleted when the next one completes. */
     private String lastOwnKey;
 
-    TorchStoreRendezvous(String host, int port, String job, JobSecret secret, int rank, int worldSize,
+    /** {@code attempt}: torchrun's restart count, so that the keys of a restarted group are its own. */
+    TorchStoreRendezvous(String host, int port, String job, JobSecret secret, int attempt, int rank, int worldSize,
                          Duration timeout) {
         Objects.requireNonNull(host, "host");
         Objects.requireNonNull(job, "job");
@@ -78,7 +80,7 @@ final class TorchStoreRendezvous implements Rendezvous {
         this.self = Participant.self(job, secret, rank, worldSize);
         this.secret = secret;
         this.where = "torch's store at " + host + ":" + port;
-        this.prefix = "dcp4j/" + job + "/" + secret.run() + "/";
+        this.prefix = "dcp4j/" + job + "/" + secret.run() + "/attempt_" + attempt + "/";
         this.timeout = timeout;
         Socket s = null;
         try {
@@ -134,7 +136,7 @@ final class TorchStoreRendezvous implements Rendezvous {
         Rendezvous.requireKey(name);
         String key = prefix + ++exchanges + "-" + name;
         try {
-            set(key + "/" + rank(), self.seal(secret, mine));
+            set(key + "/" + rank(), self.seal(secret, key + "/" + rank(), mine));
             byte[][] parts = new byte[worldSize()][];
             parts[rank()] = mine.clone();
             long deadline = System.nanoTime() + timeout.toNanos();
@@ -172,7 +174,7 @@ final class TorchStoreRendezvous implements Rendezvous {
     private byte[] open(String key, int r, byte[] raw) throws IOException {
         String source = where + " key " + key + "/" + r;
         Participant.Opened other = Participant.open(raw, true, secret, source);
-        String why = self.refusal(other);
+        String why = self.refusal(other, key + "/" + r);
         if (why == null && other.from().rank() != r) {
             why = "it names rank " + other.from().rank();
         }

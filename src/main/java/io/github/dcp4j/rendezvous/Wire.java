@@ -29,11 +29,31 @@ final class Wire {
 
     /** Reads one part from {@code in}; {@code source} names where it comes from in the error. */
     static byte[] readPart(DataInputStream in, String source) throws IOException {
+        return read(in, MAX_PART_BYTES, "a part", source);
+    }
+
+    /** A sealed message ({@link Participant}) as one length-prefixed piece, at most {@link #MAX_MESSAGE_BYTES}. */
+    static void writeMessage(DataOutputStream out, byte[] message) throws IOException {
+        if (message.length > MAX_MESSAGE_BYTES) {
+            throw new RendezvousException("a message of " + message.length + " bytes to send; a message has at most "
+                    + MAX_MESSAGE_BYTES);
+        }
+        out.writeInt(message.length);
+        out.write(message);
+    }
+
+    static byte[] readMessage(DataInputStream in, String source) throws IOException {
+        return read(in, MAX_MESSAGE_BYTES, "a message", source);
+    }
+
+    private static byte[] read(DataInputStream in, int most, String what, String source) throws IOException {
         int n = in.readInt();
-        requireSize(n, source);
-        byte[] part = new byte[n];
-        in.readFully(part);
-        return part;
+        if (n < 0 || n > most) {
+            throw new RendezvousException(source + ": " + what + " of " + n + " bytes; " + what + " has 0 to " + most);
+        }
+        byte[] bytes = new byte[n];
+        in.readFully(bytes);
+        return bytes;
     }
 
     private static void requireSize(int n, String source) {

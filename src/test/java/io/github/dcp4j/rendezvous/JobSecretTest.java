@@ -134,6 +134,40 @@ class JobSecretTest {
     }
 
     @Test
+    void aFileMovedToAnotherExchangeIsRefusedAsReplayed() throws Exception {
+        try (Rendezvous rank1 = open("dir", 0, SECRET, 1, 2, Duration.ofMillis(200))) {
+            assertThrows(RendezvousException.class, () -> rank1.allGather("x", new byte[] {1}));
+        }
+        // whoever can write the directory renames rank 1's sealed file of exchange 1 to exchange 1 of another name
+        Files.move(dir.resolve("1-x.1"), dir.resolve("1-y.1"));
+        try (Rendezvous rank0 = open("dir", 0, SECRET, 0, 2, Duration.ofSeconds(2))) {
+            RendezvousException e = assertThrows(RendezvousException.class,
+                    () -> rank0.allGather("y", new byte[] {0}));
+            assertTrue(e.getMessage().contains("moved or replayed"), e.getMessage());
+        }
+    }
+
+    @Test
+    void aSymbolicLinkOrAnOversizedFileAtARanksNameIsRefusedByName() throws Exception {
+        Path link = Files.createSymbolicLink(dir.resolve("1-x.1"), Path.of("/dev/zero"));
+        try (Rendezvous rank0 = open("dir", 0, SECRET, 0, 2, Duration.ofSeconds(2))) {
+            RendezvousException e = assertThrows(RendezvousException.class,
+                    () -> rank0.allGather("x", new byte[] {0}));
+            assertTrue(e.getMessage().contains("1-x.1") && e.getMessage().contains("symbolic link"), e.getMessage());
+        } finally {
+            Files.delete(link);
+        }
+        Path other = Files.createDirectory(dir.resolve("other"));
+        Files.write(other.resolve("1-x.1"), new byte[Wire.MAX_MESSAGE_BYTES + 1]);
+        try (Rendezvous rank0 = new DirectoryRendezvous(other, "job", JobSecret.of(SECRET), 0, 2,
+                Duration.ofSeconds(2))) {
+            RendezvousException e = assertThrows(RendezvousException.class,
+                    () -> rank0.allGather("x", new byte[] {0}));
+            assertTrue(e.getMessage().contains("more than a rank writes"), e.getMessage());
+        }
+    }
+
+    @Test
     void rankFilesAreOwnerOnlyAndALinkAtTheirNameIsNeverWrittenThrough() throws Exception {
         assumeTrue(dir.getFileSystem().supportedFileAttributeViews().contains("posix"));
         Path victim = Files.writeString(dir.resolve("victim"), "keep me");

@@ -51,8 +51,8 @@ class LauncherEnvironmentTest {
     void slurmGivesTheNodesTaskCountTheJobAndRankZerosHost() {
         // the last of 7 tasks, alone on the fourth node of four
         LauncherEnvironment l = LauncherEnvironment.of(env("SLURM_PROCID", "6", "SLURM_NTASKS", "7", "SLURM_STEP_ID",
-                "0", "SLURM_LOCALID", "0", "SLURM_NODEID", "3", "SLURM_TASKS_PER_NODE", "2(x3),1", "SLURM_JOB_ID", "48213",
-                "SLURM_JOB_NODELIST", "gpu[07-09,12]"));
+                "0", "SLURM_LOCALID", "0", "SLURM_NODEID", "3", "SLURM_TASKS_PER_NODE", "2(x3),1", "SLURM_JOB_ID",
+                "48213", "SLURM_JOB_NODELIST", "gpu[07-09,12]"));
         assertEquals(new LauncherEnvironment("SLURM", 6, 7, 0, 1, Optional.of("48213"), Optional.of("gpu07")), l);
     }
 

@@ -268,7 +268,8 @@ class RendezvousTest {
                  java.io.DataOutputStream out = new java.io.DataOutputStream(raw.getOutputStream());
                  java.io.DataInputStream in = new java.io.DataInputStream(raw.getInputStream())) {
                 out.writeInt(TcpRendezvous.HELLO);
-                Wire.writePart(out, Participant.self("job-w", JobSecret.NONE, 1, 2).seal(JobSecret.NONE, null));
+                Wire.writeMessage(out, Participant.self("job-w", JobSecret.NONE, 1, 2).seal(JobSecret.NONE,
+                        TcpRendezvous.HELLO_KEY, null));
                 out.flush();
                 assertEquals(TcpRendezvous.OK, in.readInt());
                 out.writeInt(TcpRendezvous.GATHER);

@@ -154,8 +154,8 @@ class TorchStoreRendezvousTest {
     }
 
     private Rendezvous open(String job, int rank, int world, Duration timeout) {
-        return new TorchStoreRendezvous("127.0.0.1", store.port(), job, JobSecret.of("0123456789abcdef"), rank,
-                world, timeout);
+        return new TorchStoreRendezvous("127.0.0.1", store.port(), job, JobSecret.of("0123456789abcdef"), 0,
+                rank, world, timeout);
     }
 
     @Test
@@ -210,8 +210,8 @@ class TorchStoreRendezvousTest {
     @Test
     void aContributionWithAnotherSecretIsRefused() throws Exception {
         Future<Exception> other = Executors.newVirtualThreadPerTaskExecutor().submit(() -> {
-            try (Rendezvous rv = new TorchStoreRendezvous("127.0.0.1", store.port(), "job-w", JobSecret.NONE, 1, 2,
-                    Duration.ofSeconds(2))) {
+            try (Rendezvous rv = new TorchStoreRendezvous("127.0.0.1", store.port(), "job-w", JobSecret.NONE, 0, 1,
+                    2, Duration.ofSeconds(2))) {
                 rv.allGather("x", new byte[] {1});
                 return null;
             } catch (RendezvousException e) {
@@ -239,8 +239,21 @@ class TorchStoreRendezvousTest {
                 }
             });
             RendezvousException e = assertThrows(RendezvousException.class, () -> new TorchStoreRendezvous(
-                    "127.0.0.1", silent.getLocalPort(), "job", JobSecret.NONE, 0, 1, Duration.ofSeconds(2)));
+                    "127.0.0.1", silent.getLocalPort(), "job", JobSecret.NONE, 0, 0, 1, Duration.ofSeconds(2)));
             assertTrue(e.getMessage().contains("not a torch TCPStore"), e.getMessage());
+        }
+    }
+
+    @Test
+    void aRestartedGroupUsesKeysOfItsOwn() {
+        try (Rendezvous first = new TorchStoreRendezvous("127.0.0.1", store.port(), "job-r", JobSecret.NONE, 0, 0, 1,
+                Duration.ofSeconds(2))) {
+            first.allGather("x", new byte[] {1});
+        }
+        // the worker restarted: the same job, rank and store, the next attempt
+        try (Rendezvous again = new TorchStoreRendezvous("127.0.0.1", store.port(), "job-r", JobSecret.NONE, 1, 0, 1,
+                Duration.ofSeconds(2))) {
+            assertArrayEquals(new byte[] {2}, again.allGather("x", new byte[] {2}).getFirst());
         }
     }
 

@@ -424,10 +424,16 @@ class CudaLoopbackEngineTest {
      * Line tearing: 8 ranks, 16 calls with different inputs captured in one graph and replayed 64 times, so every line
      * of both slots is rewritten with other data at a high rate while receivers poll it. A line whose flag were seen
      * before its data would merge another call's words (every weight is far from 0, so every word shows): every
-     * output of every call is compared with the exact merge, bit for bit.
+     * output of every call is compared with the exact merge, bit for bit. Both kernels: the row kernel takes this
+     * shape unless the grid plan says row=0.
      */
-    @Test
-    void noTornLinesWhileEveryLineIsRewrittenAtAHighRate() {
+    @ParameterizedTest(name = "gridPlan {0}")
+    @ValueSource(strings = {"row=1", "row=0"})
+    void noTornLinesWhileEveryLineIsRewrittenAtAHighRate(String gridPlan) {
+        withGridPlan(gridPlan, this::tornLines);
+    }
+
+    private void tornLines() {
         int cp = 8;
         int calls = 16;
         WorkspaceSpec spec = new WorkspaceSpec(4, 16, cp, 512, DType.BF16);
@@ -468,10 +474,25 @@ class CudaLoopbackEngineTest {
 
     /**
      * The kernel's lines are the Java layout's, byte for byte: rank 1 alone sends (rank 0 never runs), and rank 0's
-     * workspace then holds exactly the lines {@link Ll128Lines} describes for rank 1's slices.
+     * workspace then holds exactly the lines {@link Ll128Lines} describes for rank 1's slices. Both kernels.
      */
-    @Test
-    void kernelWritesTheJavaLayoutByteForByte() {
+    @ParameterizedTest(name = "gridPlan {0}")
+    @ValueSource(strings = {"row=1", "row=0"})
+    void kernelWritesTheJavaLayoutByteForByte(String gridPlan) {
+        withGridPlan(gridPlan, this::javaLayout);
+    }
+
+    /** Runs {@code body} with the grid plan override {@code spec} (read when a call is prepared), then without. */
+    private static void withGridPlan(String spec, Runnable body) {
+        System.setProperty(GridPlan.Tuning.PROPERTY, spec);
+        try {
+            body.run();
+        } finally {
+            System.clearProperty(GridPlan.Tuning.PROPERTY);
+        }
+    }
+
+    private void javaLayout() {
         int cp = 2;
         int headDim = 200; // 50 words: 4 lines (the last one part padding) in 1 group
         WorkspaceSpec spec = new WorkspaceSpec(2, 1, cp, headDim, DType.BF16);
