@@ -114,7 +114,8 @@ public final class TcpRendezvous implements Rendezvous {
         }
     }
 
-    private static Socket connectWithRetry(String host, int port, long deadline) throws IOException {
+    /** A connection to {@code host:port}, retried (with a growing pause) until it is up or {@code deadline} passes. */
+    static Socket connectWithRetry(String host, int port, long deadline) throws IOException {
         long pause = 10_000_000L;
         while (true) {
             Socket s = new Socket();

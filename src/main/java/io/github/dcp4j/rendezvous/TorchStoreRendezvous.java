@@ -5,10 +5,7 @@ import java.io.BufferedOutputStream;
 import java.io.DataInputStream;
 import java.io.IOException;
 import java.io.OutputStream;
-import java.net.ConnectException;
-import java.net.InetSocketAddress;
 import java.net.Socket;
-import java.net.SocketTimeoutException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
@@ -84,7 +81,7 @@ final class TorchStoreRendezvous implements Rendezvous {
         this.timeout = timeout;
         Socket s = null;
         try {
-            s = connectWithRetry(host, port, System.nanoTime() + timeout.toNanos());
+            s = TcpRendezvous.connectWithRetry(host, port, System.nanoTime() + timeout.toNanos());
             s.setSoTimeout((int) Math.min(Integer.MAX_VALUE, Math.max(1, timeout.toMillis())));
             this.socket = s;
             this.in = new DataInputStream(new BufferedInputStream(s.getInputStream()));
@@ -245,25 +242,6 @@ final class TorchStoreRendezvous implements Rendezvous {
         byte[] b = new byte[Long.BYTES];
         in.readFully(b);
         return ByteBuffer.wrap(b).order(ByteOrder.LITTLE_ENDIAN).getLong();
-    }
-
-    private static Socket connectWithRetry(String host, int port, long deadline) throws IOException {
-        long pause = 10_000_000L;
-        while (true) {
-            Socket s = new Socket();
-            try {
-                s.setTcpNoDelay(true);
-                s.connect(new InetSocketAddress(host, port), 1000);
-                return s;
-            } catch (ConnectException | SocketTimeoutException e) {
-                s.close();
-                if (System.nanoTime() - deadline > 0) {
-                    throw new ConnectException("no store at " + host + ":" + port + ": " + e.getMessage());
-                }
-                LockSupport.parkNanos(pause);
-                pause = Math.min(200_000_000L, pause * 2);
-            }
-        }
     }
 
     private static void closeQuietly(Socket s) {
