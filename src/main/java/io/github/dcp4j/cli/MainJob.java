@@ -10,15 +10,23 @@ import io.github.dcp4j.op.TensorView;
 import io.github.dcp4j.op.WorkspaceSpec;
 import io.github.dcp4j.reference.Fp64Oracle;
 import io.github.dcp4j.reference.RandomInputs;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import picocli.CommandLine.Option;
 
+import java.io.IOException;
 import java.io.PrintWriter;
+import java.io.UncheckedIOException;
 import java.lang.foreign.Arena;
 import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Locale;
 import java.util.SplittableRandom;
 
 /**
@@ -48,6 +56,18 @@ final class MainJob {
             description = "Timing budget per batch in seconds, default ${DEFAULT-VALUE}.")
     double seconds;
 
+    @Option(names = "--engine", defaultValue = "auto", converter = EngineChoiceConverter.class,
+            paramLabel = "auto|cpu|cuda", description = "Engine of the main job: auto (CUDA where a GPU and driver"
+                    + " are present, else CPU; the reason is printed), cpu or cuda; default ${DEFAULT-VALUE}.")
+    Engines.Choice engine;
+
+    @Option(names = "--csv", paramLabel = "FILE", description = "Also write the table as CSV to FILE (the main job"
+            + " in this process; under `launch` rank 0 prints the table alone).")
+    Path csv;
+
+    @Option(names = "--json", paramLabel = "FILE", description = "Also write the table as JSON to FILE.")
+    Path json;
+
     int run(PrintWriter out, PrintWriter err) {
         for (int b : batches) {
             if (b < 1) {
@@ -62,18 +82,21 @@ final class MainJob {
         }
         err.printf("dcp4j main job: DeepSeek-V2 decode shape, cp %d, %d local heads, head_dim %d, %s, lse %s,"
                 + " strided input%n", CP, LOCAL_HEADS, HEAD_DIM, DTYPE.name().toLowerCase(), MODE);
-        Engines.Choice choice = Engines.Choice.AUTO;
+        Engines.Choice choice = engine;
         Engines.Resolved resolved = Engines.resolve(choice);
         err.printf("engine: %s (%s)%n", resolved.engine().spelling(), resolved.reason());
         out.printf("%-7s %6s %13s %14s %7s%n", "engine", "batch", "max rel err", "us/call (med)", "calls");
         boolean allPass = true;
+        List<Row> rows = new ArrayList<>();
         for (int batch : batches) {
             Row row = runBatch(choice, batch, err);
+            rows.add(row);
             out.printf("%-7s %6d %13.3e %14.1f %7d%n", row.engine, batch, row.maxRelativeError, row.medianMicros,
                     row.calls);
             out.flush();
             allPass &= row.maxRelativeError <= TOLERANCE;
         }
+        writeTables(rows);
         if (!allPass) {
             err.printf("FAILED: some rank's output differs from the fp64 oracle by more than %.0e%n", TOLERANCE);
             return 1;
@@ -82,7 +105,38 @@ final class MainJob {
         return 0;
     }
 
-    private record Row(String engine, double maxRelativeError, double medianMicros, int calls) {
+    /** One line of the table (public accessors: it is also the JSON's shape). */
+    record Row(String engine, int batch, double maxRelativeError, double medianMicros, int calls) {
+    }
+
+    /** The table as CSV and JSON where --csv / --json ask for them (each file written whole, as reduce writes). */
+    private void writeTables(List<Row> rows) {
+        try {
+            if (csv != null) {
+                StringBuilder s = new StringBuilder("engine,batch,max_rel_err,us_per_call,calls\n");
+                for (Row r : rows) {
+                    s.append(String.format(Locale.ROOT, "%s,%d,%.6e,%.3f,%d\n", r.engine, r.batch,
+                            r.maxRelativeError, r.medianMicros, r.calls));
+                }
+                writeWhole(csv, s.toString());
+            }
+            if (json != null) {
+                writeWhole(json, new ObjectMapper().writerWithDefaultPrettyPrinter().writeValueAsString(rows) + "\n");
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException("cannot write the table: " + e.getMessage(), e);
+        }
+    }
+
+    private static void writeWhole(Path file, String text) throws IOException {
+        Path dir = file.toAbsolutePath().getParent();
+        Path tmp = Files.createTempFile(dir, ".dcp4j-", ".partial");
+        try {
+            Files.writeString(tmp, text, StandardCharsets.UTF_8);
+            Files.move(tmp, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+        } finally {
+            Files.deleteIfExists(tmp);
+        }
     }
 
     private Row runBatch(Engines.Choice choice, int batch, PrintWriter err) {
@@ -127,7 +181,7 @@ final class MainJob {
                 maxError = Math.max(maxError, e);
             }
             long[] sorted = samples.stream().mapToLong(Long::longValue).sorted().toArray();
-            return new Row(engine.engineName(), maxError, median(sorted) / 1e3, sorted.length);
+            return new Row(engine.engineName(), batch, maxError, median(sorted) / 1e3, sorted.length);
         }
     }
 

@@ -46,8 +46,9 @@ final class ReduceCommand implements java.util.concurrent.Callable<Integer> {
             description = "Base of the LSEs: base2 (default) or basee.")
     LseMode lseMode;
 
-    @Option(names = "--engine", defaultValue = "cpu", converter = EngineChoiceConverter.class,
-            description = "Engine: cpu (default), cuda (the GPU, all ranks in loopback), or auto.")
+    @Option(names = "--engine", defaultValue = "auto", converter = EngineChoiceConverter.class,
+            description = "Engine: auto (default: cuda where a GPU and driver are present, else cpu, as the main job),"
+                    + " cpu, or cuda (the GPU, all ranks in loopback). The outputs are the same bit for bit.")
     Engines.Choice engine;
 
     @Option(names = "--timeout", defaultValue = "10s", converter = DurationConverter.class,

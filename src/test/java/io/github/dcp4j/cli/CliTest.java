@@ -292,4 +292,24 @@ class CliTest {
             }
         }
     }
+
+    @Test
+    void theMainJobTakesAnEngineAndWritesItsTableAsCsvAndJson() throws IOException {
+        Path csv = dir.resolve("main.csv");
+        Path json = dir.resolve("main.json");
+        Result r = run("--engine", "cpu", "--batches", "1,2", "--seconds", "0.01", "--csv", csv.toString(), "--json",
+                json.toString());
+        assertEquals(0, r.exitCode(), r.err());
+        List<String> lines = Files.readAllLines(csv);
+        assertEquals("engine,batch,max_rel_err,us_per_call,calls", lines.getFirst());
+        assertEquals(3, lines.size(), lines.toString());
+        assertTrue(lines.get(1).startsWith("cpu,1,") && lines.get(2).startsWith("cpu,2,"), lines.toString());
+        var rows = new com.fasterxml.jackson.databind.ObjectMapper().readTree(json.toFile());
+        assertEquals(2, rows.size());
+        assertEquals(2, rows.get(1).get("batch").asInt());
+        assertTrue(rows.get(0).get("maxRelativeError").asDouble() < MainJob.TOLERANCE, rows.toString());
+        Result bad = run("--engine", "tpu");
+        assertEquals(2, bad.exitCode());
+        assertTrue(bad.err().contains("tpu"), bad.err());
+    }
 }
