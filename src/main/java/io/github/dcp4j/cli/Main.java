@@ -20,8 +20,8 @@ import java.util.concurrent.Callable;
                 + " heads, head_dim 512, bf16) for batch 1, 8 and 64 on the best available engine, checks every"
                 + " rank against an fp64 oracle, and prints engine, batch, max relative error and microseconds"
                 + " per call (median)."},
-        subcommands = {WorkspaceSizeCommand.class, ReduceCommand.class, BenchCommand.class, LaunchCommand.class,
-            CheckCommand.class, PingCommand.class,
+        subcommands = {WorkspaceSizeCommand.class, ReduceCommand.class, SampleCommand.class, BenchCommand.class,
+            LaunchCommand.class, CheckCommand.class, PingCommand.class,
             CommandLine.HelpCommand.class})
 public final class Main implements Callable<Integer> {
 

@@ -61,6 +61,10 @@ final class MainJob {
                     + " are present, else CPU; the reason is printed), cpu or cuda; default ${DEFAULT-VALUE}.")
     Engines.Choice engine;
 
+    @Option(names = "--progress", description = "Print a progress line per step on stderr (the default where stderr"
+            + " is a terminal).")
+    boolean progress;
+
     @Option(names = "--csv", paramLabel = "FILE", description = "Also write the table as CSV to FILE (the main job"
             + " in this process; under `launch` rank 0 prints the table alone).")
     Path csv;
@@ -105,6 +109,14 @@ final class MainJob {
         return 0;
     }
 
+    /** A progress line on {@code err}, where --progress asks for it or stderr is a terminal. */
+    private void progress(PrintWriter err, String format, Object... args) {
+        if (progress || (System.console() != null && System.console().isTerminal())) {
+            err.printf(format + "%n", args);
+            err.flush();
+        }
+    }
+
     /** One line of the table (public accessors: it is also the JSON's shape). */
     record Row(String engine, int batch, double maxRelativeError, double medianMicros, int calls) {
     }
@@ -140,8 +152,7 @@ final class MainJob {
     }
 
     private Row runBatch(Engines.Choice choice, int batch, PrintWriter err) {
-        err.printf("batch %d: generating inputs%n", batch);
-        err.flush();
+        progress(err, "batch %d: generating inputs", batch);
         WorkspaceSpec spec = new WorkspaceSpec(batch, LOCAL_HEADS, CP, HEAD_DIM, DTYPE);
         try (Arena arena = Arena.ofShared(); LocalGroup engine = Engines.openGroup(choice, spec, TIMEOUT)) {
             SplittableRandom random = new SplittableRandom(2026L * 1_000_003 + batch);
@@ -155,8 +166,7 @@ final class MainJob {
                 partialLse.add(in.partialLse());
                 outs.add(TensorView.allocate(arena, DTYPE, ReduceCall.outputShape(in.partialO())));
             }
-            err.printf("batch %d: timing on %s%n", batch, engine.description());
-            err.flush();
+            progress(err, "batch %d: timing on %s", batch, engine.description());
             List<Long> samples = new ArrayList<>();
             try (LocalGroup.PreparedCall call = engine.prepare(partialO, partialLse, outs, MODE)) {
                 long start = System.nanoTime();
@@ -173,8 +183,7 @@ final class MainJob {
                 }
                 call.readOutputs();
             }
-            err.printf("batch %d: checking %d ranks against the fp64 oracle%n", batch, CP);
-            err.flush();
+            progress(err, "batch %d: checking %d ranks against the fp64 oracle", batch, CP);
             double maxError = 0;
             for (int r = 0; r < CP; r++) {
                 double e = Fp64Oracle.relativeError(outs.get(r), Fp64Oracle.reduce(partialO, partialLse, r, MODE));

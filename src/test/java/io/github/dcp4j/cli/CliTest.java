@@ -308,8 +308,26 @@ class CliTest {
         assertEquals(2, rows.size());
         assertEquals(2, rows.get(1).get("batch").asInt());
         assertTrue(rows.get(0).get("maxRelativeError").asDouble() < MainJob.TOLERANCE, rows.toString());
+        assertTrue(!r.err().contains("generating inputs"), "no progress lines where stderr is no terminal: " + r.err());
+        Result progress = run("--engine", "cpu", "--batches", "1", "--seconds", "0.01", "--progress");
+        assertTrue(progress.err().contains("batch 1: generating inputs"), progress.err());
         Result bad = run("--engine", "tpu");
         assertEquals(2, bad.exitCode());
         assertTrue(bad.err().contains("tpu"), bad.err());
+    }
+
+    @Test
+    void sampleWritesAnInputThatReduceTakes() throws IOException {
+        Path in = dir.resolve("sample.safetensors");
+        Result sample = run("sample", "--output", in.toString(), "--tokens", "3", "--local-heads", "2", "--cp", "4",
+                "--head-dim", "64", "--dtype", "fp16");
+        assertEquals(0, sample.exitCode(), sample.err());
+        Result reduce = run("reduce", "--input", in.toString(), "--output", dir.resolve("out.safetensors").toString(),
+                "--engine", "cpu");
+        assertEquals(0, reduce.exitCode(), reduce.err());
+        assertTrue(reduce.err().contains("4 ranks x 6 rows x head_dim 64 (fp16"), reduce.err());
+        Result bad = run("sample", "--output", in.toString(), "--cp", "65");
+        assertEquals(1, bad.exitCode());
+        assertTrue(bad.err().contains("cp_size must be in [1, 64]; got 65"), bad.err());
     }
 }
