@@ -1,5 +1,7 @@
 package io.github.dcp4j.cli;
 
+import io.github.dcp4j.cuda.Cuda;
+
 import java.nio.file.Files;
 import java.nio.file.Path;
 
@@ -24,6 +26,9 @@ final class Mps {
 
     /** One line for the launch report. */
     static String describe() {
+        if (!Cuda.availability().available()) {
+            return "no GPU here, so MPS does not apply";
+        }
         return running() ? "MPS daemon found (" + pipeDirectory() + "): ranks on one GPU run concurrently"
                 : "no MPS daemon (" + pipeDirectory() + "): ranks that share a GPU take turns in time slices,"
                         + " correct but slow (start MPS for timings: docs/DEPLOYMENT.md)";

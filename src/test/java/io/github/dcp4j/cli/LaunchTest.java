@@ -45,6 +45,10 @@ class LaunchTest {
         }
         assertTrue(r.out().contains("[rank 0] group of 3 via TCP store at 127.0.0.1:"), r.out());
         assertTrue(r.err().contains("launch: all 3 rank(s) exited with 0"), r.err());
+        if (!io.github.dcp4j.cuda.Cuda.availability().available()) {
+            assertTrue(r.err().contains("no GPU here, so MPS does not apply") && !r.err().contains("no MPS daemon"),
+                    r.err());
+        }
     }
 
     @Test
