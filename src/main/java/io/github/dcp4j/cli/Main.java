@@ -1,5 +1,6 @@
 package io.github.dcp4j.cli;
 
+import picocli.AutoComplete;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 
@@ -22,7 +23,7 @@ import java.util.concurrent.Callable;
                 + " per call (median)."},
         subcommands = {WorkspaceSizeCommand.class, ReduceCommand.class, SampleCommand.class, BenchCommand.class,
             LaunchCommand.class, CheckCommand.class, PingCommand.class,
-            CommandLine.HelpCommand.class})
+            CommandLine.HelpCommand.class, AutoComplete.GenerateCompletion.class})
 public final class Main implements Callable<Integer> {
 
     @CommandLine.Mixin

@@ -330,4 +330,12 @@ class CliTest {
         assertEquals(1, bad.exitCode());
         assertTrue(bad.err().contains("cp_size must be in [1, 64]; got 65"), bad.err());
     }
+
+    @Test
+    void generateCompletionPrintsABashScriptForEveryCommand() {
+        Result r = run("generate-completion");
+        assertEquals(0, r.exitCode(), r.err());
+        assertTrue(r.out().contains("complete -F") && r.out().contains("reduce") && r.out().contains("sample"),
+                r.out().substring(0, Math.min(400, r.out().length())));
+    }
 }
