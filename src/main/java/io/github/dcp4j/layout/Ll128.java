@@ -11,7 +11,7 @@ package io.github.dcp4j.layout;
  *   +---------+--------------+--------+--------+------+------+--------+----------- ... -----------+
  *   | epoch   | arrivals     | kind   | source | row  | line | epoch  | zero                      |  metadata
  *   +---------+--------------+--------+--------+------+------+--------+----------- ... -----------+
- *   |<- the call's ticket: ->|<----------- timeout record ----------->|
+ *   |&lt;- the call's ticket: ->|&lt;----------- timeout record ----------->|
  *   |   one u64, LE          |
  *   arrivals: blocks of the current call that took their ticket (bits 0..30), and POISONED_BIT (bit 31): a wait
  *   of this rank gave up, so its slots may hold lines of a call that never completed; set until the host re-zeroes

@@ -1,0 +1,4 @@
+/**
+ * Safetensors files, read strictly and written whole or not at all.
+ */
+package io.github.dcp4j.io;
