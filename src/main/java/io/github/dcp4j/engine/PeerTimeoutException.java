@@ -3,8 +3,9 @@ package io.github.dcp4j.engine;
 import java.time.Duration;
 
 /**
- * A rank waited longer than its timeout for a peer's line: the peer died, never called, or called differently. The
- * workspace group is poisoned until it is reset.
+ * A rank stopped waiting for a peer's line: it waited longer than its timeout (the peer died, never called, or called
+ * differently), or its thread was interrupted ({@link #interrupted}). The workspace group is poisoned until it is
+ * reset.
  */
 public final class PeerTimeoutException extends RuntimeException {
     private final int rank;
@@ -15,14 +16,27 @@ public final class PeerTimeoutException extends RuntimeException {
 
     public PeerTimeoutException(int rank, int sourceRank, int row, int line, boolean lseLine, Duration timeout,
                                 int epoch) {
-        super("rank " + rank + " timed out after " + timeout.toMillis() + " ms waiting for source rank "
-                + sourceRank + ", row " + row + ", " + (lseLine ? "LSE line of group " : "data line ") + line
-                + " (call counter " + Integer.toUnsignedString(epoch) + ")");
+        this("rank " + rank + " timed out after " + timeout.toMillis() + " ms", rank, sourceRank, row, line, lseLine,
+                epoch);
+    }
+
+    private PeerTimeoutException(String what, int rank, int sourceRank, int row, int line, boolean lseLine,
+                                 int epoch) {
+        super(what + " waiting for source rank " + sourceRank + ", row " + row + ", "
+                + (lseLine ? "LSE line of group " : "data line ") + line + " (call counter "
+                + Integer.toUnsignedString(epoch) + ")");
         this.rank = rank;
         this.sourceRank = sourceRank;
         this.row = row;
         this.line = line;
         this.lseLine = lseLine;
+    }
+
+    /** The wait of a rank whose thread was interrupted, before its timeout. */
+    public static PeerTimeoutException interrupted(int rank, int sourceRank, int row, int line, boolean lseLine,
+                                                   int epoch) {
+        return new PeerTimeoutException("rank " + rank + " was interrupted", rank, sourceRank, row, line, lseLine,
+                epoch);
     }
 
     /** The rank that waited. */

@@ -181,7 +181,10 @@ public final class CpuWorkspace implements RankWorkspace {
                 }
                 long left = deadline - System.nanoTime();
                 if (left <= 0) {
-                    throw timeout(cursor, total, itemsPerRow, row.dataLines(), epoch);
+                    throw timeout(cursor, total, itemsPerRow, row.dataLines(), epoch, false);
+                }
+                if (Thread.currentThread().isInterrupted()) {
+                    throw timeout(cursor, total, itemsPerRow, row.dataLines(), epoch, true);  // the flag stays set
                 }
                 if (round < SPIN_ROUNDS) {
                     Thread.onSpinWait();
@@ -208,7 +211,8 @@ public final class CpuWorkspace implements RankWorkspace {
         return Ll128Lines.isLseLineReadyAcquire(memory, layout.lseLineOffset(slot, src, r, k - dataLines), lseFlag);
     }
 
-    private PeerTimeoutException timeout(int[] cursor, int total, int itemsPerRow, int dataLines, int epoch) {
+    private PeerTimeoutException timeout(int[] cursor, int total, int itemsPerRow, int dataLines, int epoch,
+                                         boolean interrupted) {
         int s = 0;
         while (cursor[s] >= total) {
             s++;
@@ -216,7 +220,9 @@ public final class CpuWorkspace implements RankWorkspace {
         int r = cursor[s] / itemsPerRow;
         int k = cursor[s] - r * itemsPerRow;
         boolean lse = k >= dataLines;
-        return new PeerTimeoutException(rank, s, r, lse ? k - dataLines : k, lse, group.timeout(), epoch);
+        int line = lse ? k - dataLines : k;
+        return interrupted ? PeerTimeoutException.interrupted(rank, s, r, line, lse, epoch)
+                : new PeerTimeoutException(rank, s, r, line, lse, group.timeout(), epoch);
     }
 
     /**

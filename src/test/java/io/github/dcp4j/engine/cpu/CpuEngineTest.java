@@ -29,6 +29,7 @@ import java.util.stream.Stream;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -318,6 +319,37 @@ class CpuEngineTest {
     }
 
     /** A rank that never sends: every other rank fails within the timeout, naming it; after reset all is well. */
+    @Test
+    void anInterruptedRankStopsWaitingAtOnceNamingWhatItWaitedFor() throws Exception {
+        int cp = 2;
+        try (Arena arena = Arena.ofShared();
+             CpuEngine group = CpuEngine.open(new WorkspaceSpec(1, 2, cp, 64, DType.BF16), Duration.ofSeconds(30))) {
+            Tensors.Group g = Tensors.packed(arena, new SplittableRandom(21), 1, 2, cp, 64, DType.BF16, 3.0);
+            List<TensorView> out = Tensors.outputs(arena, g);
+            java.util.concurrent.atomic.AtomicReference<Throwable> failure =
+                    new java.util.concurrent.atomic.AtomicReference<>();
+            // rank 0 alone: rank 1 never calls, so rank 0 waits until its thread is interrupted
+            Thread rank0 = Thread.ofPlatform().start(() -> {
+                try {
+                    DcpLseReduce.reduce(g.partialO().get(0), g.partialLse().get(0), group.workspace(0), 0, cp,
+                            LseMode.BASE2, out.get(0));
+                } catch (Throwable t) {
+                    failure.set(t);
+                }
+            });
+            Thread.sleep(200);
+            long start = System.nanoTime();
+            rank0.interrupt();
+            rank0.join(5_000);
+            assertFalse(rank0.isAlive(), "the interrupted rank still waits");
+            assertTrue((System.nanoTime() - start) / 1e9 < 5, "stopped at once, not at the 30 s timeout");
+            PeerTimeoutException e = assertInstanceOf(PeerTimeoutException.class, failure.get());
+            assertTrue(e.getMessage().contains("rank 0 was interrupted waiting for source rank 1"), e.getMessage());
+            group.reset();
+            callAndCheck(group, arena, g, LseMode.BASE2);
+        }
+    }
+
     @Test
     void aRankThatNeverSendsTimesOutEveryOtherRankAndResetRecovers() {
         int cp = 8;
