@@ -1,5 +1,6 @@
 package io.github.dcp4j.cli;
 
+import com.fasterxml.jackson.databind.ObjectMapper;
 import io.github.dcp4j.Engines;
 import io.github.dcp4j.engine.LocalGroup;
 import io.github.dcp4j.engine.cuda.RankSetup;
@@ -10,7 +11,6 @@ import io.github.dcp4j.op.TensorView;
 import io.github.dcp4j.op.WorkspaceSpec;
 import io.github.dcp4j.reference.Fp64Oracle;
 import io.github.dcp4j.reference.RandomInputs;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import picocli.CommandLine.Option;
 
 import java.io.IOException;
@@ -22,9 +22,12 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
+import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HexFormat;
 import java.util.List;
 import java.util.Locale;
 import java.util.SplittableRandom;
@@ -140,11 +143,13 @@ final class MainJob {
         }
     }
 
+    /** Writes {@code text} beside {@code file} under a fresh name (created new, the umask's mode), then moves it in. */
     private static void writeWhole(Path file, String text) throws IOException {
         Path dir = file.toAbsolutePath().getParent();
-        Path tmp = Files.createTempFile(dir, ".dcp4j-", ".partial");
+        Path tmp = dir.resolve(".dcp4j-" + HexFormat.of().toHexDigits(new SecureRandom().nextLong()) + ".partial");
         try {
-            Files.writeString(tmp, text, StandardCharsets.UTF_8);
+            Files.writeString(tmp, text, StandardCharsets.UTF_8, StandardOpenOption.CREATE_NEW,
+                    StandardOpenOption.WRITE);
             Files.move(tmp, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
         } finally {
             Files.deleteIfExists(tmp);
