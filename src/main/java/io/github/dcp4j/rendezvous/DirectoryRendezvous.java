@@ -280,10 +280,7 @@ public final class DirectoryRendezvous implements Rendezvous {
         }
         try {
             Participant.Opened other = Participant.open(raw, true, secret, f.toString());
-            String why = self.refusal(other, key);
-            if (why == null && other.from().rank() != r) {
-                why = f + " names rank " + other.from().rank();
-            }
+            String why = self.refusal(other, key, r);
             if (why != null) {
                 throw new RendezvousException("rendezvous '" + key + "' in " + dir + " refused " + f + ": " + why);
             }

@@ -114,4 +114,10 @@ record Participant(String job, String run, int worldSize, int rank, long pid) {
         }
         return null;
     }
+
+    /** As {@link #refusal(Opened, String)}, for a message read as rank {@code rank}'s part: it must name that rank. */
+    String refusal(Opened message, String key, int rank) {
+        String why = refusal(message, key);
+        return why == null && message.from().rank != rank ? "it names rank " + message.from().rank : why;
+    }
 }

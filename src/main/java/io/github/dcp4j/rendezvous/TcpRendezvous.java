@@ -202,10 +202,7 @@ public final class TcpRendezvous implements Rendezvous {
             for (int r = 0; r < n; r++) {
                 String source = "rank " + r + "'s part of '" + key + "' from the store at " + where;
                 Participant.Opened part = Participant.open(Wire.readMessage(in, source), true, secret, source);
-                String why = self.refusal(part, key);
-                if (why == null && part.from().rank() != r) {
-                    why = "it names rank " + part.from().rank();
-                }
+                String why = self.refusal(part, key, r);
                 if (why != null) {
                     throw new RendezvousException("rendezvous '" + key + "' refused " + source + ": " + why);
                 }

@@ -171,10 +171,7 @@ final class TorchStoreRendezvous implements Rendezvous {
     private byte[] open(String key, int r, byte[] raw) throws IOException {
         String source = where + " key " + key + "/" + r;
         Participant.Opened other = Participant.open(raw, true, secret, source);
-        String why = self.refusal(other, key + "/" + r);
-        if (why == null && other.from().rank() != r) {
-            why = "it names rank " + other.from().rank();
-        }
+        String why = self.refusal(other, key + "/" + r, r);
         if (why != null) {
             throw new RendezvousException("rendezvous '" + key + "' refused " + source + ": " + why);
         }

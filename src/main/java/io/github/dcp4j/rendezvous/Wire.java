@@ -22,9 +22,7 @@ final class Wire {
     }
 
     static void writePart(DataOutputStream out, byte[] part) throws IOException {
-        requireSize(part.length, "a part to send");
-        out.writeInt(part.length);
-        out.write(part);
+        write(out, part, MAX_PART_BYTES, "a part");
     }
 
     /** Reads one part from {@code in}; {@code source} names where it comes from in the error. */
@@ -34,31 +32,30 @@ final class Wire {
 
     /** A sealed message ({@link Participant}) as one length-prefixed piece, at most {@link #MAX_MESSAGE_BYTES}. */
     static void writeMessage(DataOutputStream out, byte[] message) throws IOException {
-        if (message.length > MAX_MESSAGE_BYTES) {
-            throw new RendezvousException("a message of " + message.length + " bytes to send; a message has at most "
-                    + MAX_MESSAGE_BYTES);
-        }
-        out.writeInt(message.length);
-        out.write(message);
+        write(out, message, MAX_MESSAGE_BYTES, "a message");
     }
 
     static byte[] readMessage(DataInputStream in, String source) throws IOException {
         return read(in, MAX_MESSAGE_BYTES, "a message", source);
     }
 
+    private static void write(DataOutputStream out, byte[] bytes, int most, String what) throws IOException {
+        requireSize(bytes.length, most, what, what + " to send");
+        out.writeInt(bytes.length);
+        out.write(bytes);
+    }
+
     private static byte[] read(DataInputStream in, int most, String what, String source) throws IOException {
         int n = in.readInt();
-        if (n < 0 || n > most) {
-            throw new RendezvousException(source + ": " + what + " of " + n + " bytes; " + what + " has 0 to " + most);
-        }
+        requireSize(n, most, what, source);
         byte[] bytes = new byte[n];
         in.readFully(bytes);
         return bytes;
     }
 
-    private static void requireSize(int n, String source) {
-        if (n < 0 || n > MAX_PART_BYTES) {
-            throw new RendezvousException(source + ": a part of " + n + " bytes; a part has 0 to " + MAX_PART_BYTES);
+    private static void requireSize(int n, int most, String what, String source) {
+        if (n < 0 || n > most) {
+            throw new RendezvousException(source + ": " + what + " of " + n + " bytes; " + what + " has 0 to " + most);
         }
     }
 }
