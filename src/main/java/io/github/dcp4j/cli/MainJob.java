@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import io.github.dcp4j.Engines;
 import io.github.dcp4j.engine.LocalGroup;
 import io.github.dcp4j.engine.cuda.RankSetup;
+import io.github.dcp4j.io.WholeFile;
 import io.github.dcp4j.op.DType;
 import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.ReduceCall;
@@ -19,15 +20,10 @@ import java.io.UncheckedIOException;
 import java.lang.foreign.Arena;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
-import java.nio.file.StandardOpenOption;
-import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.HexFormat;
 import java.util.List;
 import java.util.Locale;
 import java.util.SplittableRandom;
@@ -133,26 +129,14 @@ final class MainJob {
                     s.append(String.format(Locale.ROOT, "%s,%d,%.6e,%.3f,%d\n", r.engine, r.batch,
                             r.maxRelativeError, r.medianMicros, r.calls));
                 }
-                writeWhole(csv, s.toString());
+                WholeFile.write(csv, out -> out.write(s.toString().getBytes(StandardCharsets.UTF_8)));
             }
             if (json != null) {
-                writeWhole(json, new ObjectMapper().writerWithDefaultPrettyPrinter().writeValueAsString(rows) + "\n");
+                String text = new ObjectMapper().writerWithDefaultPrettyPrinter().writeValueAsString(rows) + "\n";
+                WholeFile.write(json, out -> out.write(text.getBytes(StandardCharsets.UTF_8)));
             }
         } catch (IOException e) {
             throw new UncheckedIOException("cannot write the table: " + e.getMessage(), e);
-        }
-    }
-
-    /** Writes {@code text} beside {@code file} under a fresh name (created new, the umask's mode), then moves it in. */
-    private static void writeWhole(Path file, String text) throws IOException {
-        Path dir = file.toAbsolutePath().getParent();
-        Path tmp = dir.resolve(".dcp4j-" + HexFormat.of().toHexDigits(new SecureRandom().nextLong()) + ".partial");
-        try {
-            Files.writeString(tmp, text, StandardCharsets.UTF_8, StandardOpenOption.CREATE_NEW,
-                    StandardOpenOption.WRITE);
-            Files.move(tmp, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
-        } finally {
-            Files.deleteIfExists(tmp);
         }
     }
 

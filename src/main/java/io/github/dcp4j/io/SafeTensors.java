@@ -21,16 +21,12 @@ import java.nio.channels.FileChannel;
 import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.AtomicMoveNotSupportedException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
-import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
-import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -54,7 +50,6 @@ public final class SafeTensors {
      */
     static final long MAX_HEADER_BYTES = 16L << 20;
     private static final String METADATA = "__metadata__";
-    private static final SecureRandom TEMP_NAMES = new SecureRandom();
     private static final ObjectMapper JSON = new ObjectMapper()
             .enable(JsonParser.Feature.STRICT_DUPLICATE_DETECTION)
             .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
@@ -273,27 +268,13 @@ public final class SafeTensors {
         int padded = (json.length + 7) / 8 * 8;
         byte[] headerBytes = Arrays.copyOf(json, padded);
         Arrays.fill(headerBytes, json.length, padded, (byte) ' ');
-        Path dir = path.toAbsolutePath().getParent();
-        // a short unpredictable name beside the output, created new (never an existing file or link), with the
-        // umask's mode, as the output will have
-        Path tmp = dir.resolve(".dcp4j-" + HexFormat.of().toHexDigits(TEMP_NAMES.nextLong()) + ".partial");
-        OutputStream created = Files.newOutputStream(tmp, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE);
-        try {  // from here the temporary file is this call's own, and removed whatever happens
-            try (OutputStream out = created) {
-                out.write(ByteBuffer.allocate(Long.BYTES).order(ByteOrder.LITTLE_ENDIAN).putLong(padded).array());
-                out.write(headerBytes);
-                for (TensorView t : tensors.values()) {
-                    writeElements(out, t);
-                }
+        WholeFile.write(path, out -> {
+            out.write(ByteBuffer.allocate(Long.BYTES).order(ByteOrder.LITTLE_ENDIAN).putLong(padded).array());
+            out.write(headerBytes);
+            for (TensorView t : tensors.values()) {
+                writeElements(out, t);
             }
-            try {
-                Files.move(tmp, path, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
-            } catch (AtomicMoveNotSupportedException e) {
-                Files.move(tmp, path, StandardCopyOption.REPLACE_EXISTING);
-            }
-        } finally {
-            Files.deleteIfExists(tmp);
-        }
+        });
     }
 
     private static void writeElements(OutputStream out, TensorView t) throws IOException {
