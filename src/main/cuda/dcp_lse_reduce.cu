@@ -75,10 +75,8 @@ struct Block {
 
     __device__ int row(int pos) const { return index + pos * (int)a.blocks_per_rank; }
     __device__ Lines<LaunchArgs<N>> lines() const { return {a}; }
-    // Element offset of row's (token, head) in a tensor with these token and head strides.
     __device__ long long row_offset(int row, long long token_stride, long long head_stride) const {
-        const int t = quotient(row, a.heads, a.heads_magic);
-        return t * token_stride + (row - t * (int)a.heads) * head_stride;
+        return row_element_offset(a, row, token_stride, head_stride);
     }
 };
 
@@ -610,14 +608,6 @@ struct RowShared {
     Deadline deadline;
     int gave_up;                               // a wait of some warp gave up: the row is NaN
 };
-
-// Element offset of row's (token, head) in a tensor with these token and head strides.
-template <int N>
-__device__ __forceinline__ long long row_element_offset(const LaunchArgs<N>& a, int row, long long token_stride,
-                                                        long long head_stride) {
-    const int t = quotient(row, a.heads, a.heads_magic);
-    return t * token_stride + (row - t * (int)a.heads) * head_stride;
-}
 
 template <int N, typename T, bool kBaseE>
 __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {

@@ -127,6 +127,14 @@ __device__ __forceinline__ bool ticket_poisoned(uint64_t ticket) { return (ticke
 
 // ---- line addressing (the kernel's WorkspaceLayout) ---------------------------------------------------------------
 
+// Element offset of row's (token, head) in a tensor with these token and head strides (row = token x heads + head).
+template <typename Args>
+__device__ __forceinline__ long long row_element_offset(const Args& a, int row, long long token_stride,
+                                                        long long head_stride) {
+    const int t = quotient(row, a.heads, a.heads_magic);
+    return t * token_stride + (row - t * (int)a.heads) * head_stride;
+}
+
 // Offsets inside one rank's workspace, as WorkspaceLayout computes them.
 template <typename Args>
 struct Lines {
