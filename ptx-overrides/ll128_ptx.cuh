@@ -43,10 +43,10 @@ __device__ __forceinline__ uint4 ld_volatile_lse_line(const void* addr) {
     return v;
 }
 
-// Loads one lane's 16-byte part of a data line: its words {x, y} (for lane part 7, y is the flag).
-__device__ __forceinline__ ulonglong2 ld_volatile_line_part(const void* addr) {
-    ulonglong2 v;
-    asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(v.x), "=l"(v.y) : "l"(addr) : "memory");
+// Loads a data line's flag word (its last 8 bytes).
+__device__ __forceinline__ uint64_t ld_volatile_flag(const void* flag_addr) {
+    uint64_t v;
+    asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(flag_addr) : "memory");
     return v;
 }
 

@@ -587,26 +587,30 @@ __device__ void dcp_lse_reduce(const LaunchArgs<N>& a) {
 
 // ---- the row kernel ------------------------------------------------------------------------------------------------
 //
-// Where every row has a block of its own and all cp sources of a row fit in shared memory (the host decides,
-// KernelCall), a shorter kernel: at small batch a call's time is the chain of dependent steps from entry to the
-// output store (docs/PERFORMANCE.md), and this one has few. Block (rank, row), warp w takes the peers p = w, w + 8,
-// ...: it sends the row's slice for p (its lines in chunks of 12, each lane's words loaded straight into registers,
-// one warp-wide store of 4 lines per set, then the row's LSE lines), and then waits for source p's lines of the row,
-// polled whole, loads them again once every flag is there (docs/PROTOCOL.md), clears the flags and leaves the line
-// parts in shared memory (its own rank's from partial_o). After one barrier each warp computes the row's weights and
-// the block merges the row in source order, one output word per thread. Same workspace layout, flags, bounded waits
-// and NaN rows as the kernel above.
+// Where all cp sources of a row fit in shared memory (the host decides, KernelCall), a shorter kernel, faster at every
+// batch measured (docs/PERFORMANCE.md): at small batch a call's time is the chain of dependent steps from entry to the
+// output store, and this one has few; at large batch each warp issues few instructions per row. Block b of a rank
+// owns the rows b, b + B, ... (B blocks per rank, one row each where they fit) and takes them in that order, sending
+// row i + B before it waits for row i, so that a row's lines are usually there when its receivers first look, and
+// still in L2. For each row, warp w takes the peers p = w, w + 8, ...: it sends the row's slice for p (its lines in
+// chunks of 12, each lane's words in registers, preloaded for the next send; one warp-wide store of 4 lines per set,
+// then the row's LSE lines), and then waits for source p's lines of the row (polled by their flag words), copies them
+// again once every flag is there (docs/PROTOCOL.md), clears the flags and leaves the line parts in shared memory (its
+// own rank's from partial_o). One warp polls the row's LSE lines and computes its weights. After a barrier the block
+// merges the row in source order, one pair of elements per thread. Same workspace layout, flags, bounded waits and NaN
+// rows as the kernel above. Every block of every rank takes its rows in the same order and sends never wait, so with
+// every block resident (KernelCall) each row's lines are sent before anyone waits for the next row's.
 
 constexpr int kRowSets = 3;                                // line sets of 4 lines a warp has in flight per chunk
 constexpr int kRowChunkLines = kRowSets * kLinesPerGroup;  // lines of one chunk
 
 struct RowShared {
-    ulonglong2 parts[kRowStageBytes / 16];     // [source][line][lane part]: every source's lines of the row
-    float lse[kMaxRanks];                      // the row's LSE values, by source
-    float weights[kWarpsPerBlock][kMaxRanks];  // each warp's copy of the row's weights
+    ulonglong2 parts[kRowStageBytes / 16];  // [source][line][lane part]: every source's lines of the row
+    float lse[kMaxRanks];                   // the row's LSE values, by source
+    float weights[kMaxRanks];               // the row's weights, by source
     unsigned long long ticket;
     Deadline deadline;
-    int gave_up;                               // a wait of some warp gave up: the row is NaN
+    int gave_up;  // a wait of some warp gave up: this row and the block's later ones are NaN
 };
 
 template <int N, typename T, bool kBaseE>
@@ -617,9 +621,10 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
         ptx::allow_dependent_launch();  // as in the kernel above
     }
     const uint64_t start_ns = ptx::globaltimer_ns();
-    const int rows = (int)a.rows;  // blocks per rank
-    const int rank_in_launch = blockIdx.x / rows;
-    const int row = blockIdx.x - rank_in_launch * rows;
+    const int blocks = (int)a.blocks_per_rank;
+    const int rows = (int)a.rows;
+    const int rank_in_launch = blockIdx.x / blocks;
+    const int first_row = blockIdx.x - rank_in_launch * blocks;
     const RankArgs& r = a.ranks[rank_in_launch];
     const int rank = (int)r.rank;
     unsigned char* ws = a.workspaces[rank];
@@ -632,20 +637,19 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
     const int lines = (int)a.data_lines;
     const int groups = (int)a.line_groups;
     const Lines<LaunchArgs<N>> at{a};
-    if (threadIdx.x == 0) {
-        sh.ticket = take_ticket(ws, rows);
-        sh.deadline = Deadline{start_ns + (uint64_t)a.timeout_ns};
-        sh.gave_up = 0;
-    }
-    const unsigned char* in = static_cast<const unsigned char*>(r.partial_o) +
-                              row_element_offset(a, row, r.o_stride_token, r.o_stride_head) * sizeof(T);
-    const float* lse_in = r.partial_lse + row_element_offset(a, row, r.lse_stride_token, r.lse_stride_head);
+    const auto input_row = [&](int row) {
+        return static_cast<const unsigned char*>(r.partial_o) +
+               row_element_offset(a, row, r.o_stride_token, r.o_stride_head) * sizeof(T);
+    };
+    const auto lse_row = [&](int row) {
+        return r.partial_lse + row_element_offset(a, row, r.lse_stride_token, r.lse_stride_head);
+    };
 
-    // This lane's words of chunk c of the row's slice for peer p: lo[k], hi[k] of line 12c + 4k + sub.
+    // This lane's words of chunk c of a row's slice for peer p: lo[k], hi[k] of line 12c + 4k + sub.
     uint64_t lo[kRowSets];
     uint64_t hi[kRowSets];
-    const auto load_chunk = [&](int p, int c) {
-        const uint64_t* from = reinterpret_cast<const uint64_t*>(in + p * r.o_stride_peer * sizeof(T));
+    const auto load_chunk = [&](int row, int p, int c) {
+        const uint64_t* from = reinterpret_cast<const uint64_t*>(input_row(row) + p * r.o_stride_peer * sizeof(T));
 #pragma unroll
         for (int k = 0; k < kRowSets; ++k) {
             const int line = c * kRowChunkLines + k * kLinesPerGroup + sub;
@@ -654,9 +658,21 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
             hi[k] = line < lines && part != kFlagPart && j + 1 < words ? __ldg(from + j + 1) : 0ull;
         }
     };
-    const bool preloaded = warp < cp && warp != rank;
-    if (preloaded) {
-        load_chunk(warp, 0);  // in flight while the ticket is
+    // A warp whose first peer is another rank holds the first chunk and the LSE value for it in registers before it
+    // sends a row, so that a send waits for no load.
+    const bool preloads = warp < cp && warp != rank;
+    float first_lse = 0.f;
+    const auto preload = [&](int row) {
+        load_chunk(row, warp, 0);
+        first_lse = __ldg(lse_row(row) + warp * r.lse_stride_peer);
+    };
+    if (preloads) {
+        preload(first_row);  // issued before the ticket, so in flight while the ticket is
+    }
+    if (threadIdx.x == 0) {
+        sh.ticket = take_ticket(ws, blocks);
+        sh.deadline = Deadline{start_ns + (uint64_t)a.timeout_ns};
+        sh.gave_up = 0;
     }
     __syncthreads();
     const uint64_t ticket = sh.ticket;
@@ -667,159 +683,218 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
         *reinterpret_cast<volatile unsigned int*>(a.status) = kStatusFailed;
     }
 
-    // Send: the row's slice and its LSE lines to every peer of this warp (a poisoned rank still sends).
+    // Sends a row's slice and its LSE lines to every peer of this warp (a poisoned rank still sends); then preloads
+    // for the block's next row but one.
+    const auto send_row = [&](int row) {
+        const float* lse_in = lse_row(row);
 #pragma unroll 1
-    for (int p = warp; p < cp; p += kWarpsPerBlock) {
-        if (p == rank) {
-            continue;
-        }
-        unsigned char* to = a.workspaces[p] + at.data_line(f.slot, rank, row, 0) + part * 16;
-#pragma unroll 1
-        for (int c = 0; c * kRowChunkLines < lines; ++c) {
-            if (p != warp || c != 0) {
-                load_chunk(p, c);
+        for (int p = warp; p < cp; p += kWarpsPerBlock) {
+            if (p == rank) {
+                continue;
             }
-#pragma unroll
-            for (int k = 0; k < kRowSets; ++k) {
-                const int line = c * kRowChunkLines + k * kLinesPerGroup + sub;
-                if (line < lines) {
-                    ptx::st_volatile_line_part(to + line * kLineBytes, lo[k], part == kFlagPart ? f.data : hi[k]);
+            unsigned char* to = a.workspaces[p] + at.data_line(f.slot, rank, row, 0) + part * 16;
+#pragma unroll 1
+            for (int c = 0; c * kRowChunkLines < lines; ++c) {
+                if (p != warp || c != 0) {
+                    load_chunk(row, p, c);
                 }
-            }
-        }
-        if (lane < groups) {
-            const float lse = __ldg(lse_in + p * r.lse_stride_peer);
-            ptx::st_volatile_lse_line(a.workspaces[p] + at.lse_line(f.slot, rank, row, lane), __float_as_uint(lse),
-                                      f.lse);
-        }
-    }
-
-    // Receive: every source of this warp's lines of the row into shared memory. A warp whose wait gave up waits for
-    // nothing more (every warp of the block has the same deadline, so none is kept waiting by another's failure).
-    bool failed = false;
-#pragma unroll 1
-    for (int p = warp; p < cp; p += kWarpsPerBlock) {
-        ulonglong2* stage = sh.parts + p * lines * kLanesPerLine + part;  // + line * 8
-        if (p == rank) {
-            const uint64_t* from = reinterpret_cast<const uint64_t*>(in + p * r.o_stride_peer * sizeof(T));
-#pragma unroll 1
-            for (int line = sub; line < lines; line += kLinesPerGroup) {
-                const int j = line * kLineDataWords + 2 * part;
-                stage[line * kLanesPerLine] =
-                    make_ulonglong2(j < words ? __ldg(from + j) : 0ull,
-                                    part != kFlagPart && j + 1 < words ? __ldg(from + j + 1) : 0ull);
-            }
-            if (lane == 0) {
-                sh.lse[p] = __ldg(lse_in + p * r.lse_stride_peer);
-            }
-            continue;
-        }
-        if (poisoned || failed) {
-            continue;
-        }
-        const unsigned char* from = ws + at.data_line(f.slot, p, row, 0) + part * 16;
-        unsigned char* lse_line = ws + at.lse_line(f.slot, p, row, lane);
-        bool lse_waiting = lane < groups;
-        float lse = 0.f;
-#pragma unroll 1
-        for (int c = 0; c * kRowChunkLines < lines && !failed; ++c) {
-            unsigned pending = 0u;  // bit k: line 12c + 4k + sub's flag not seen yet (the same in its 8 lanes)
-#pragma unroll
-            for (int k = 0; k < kRowSets; ++k) {
-                if (c * kRowChunkLines + k * kLinesPerGroup + sub < lines) {
-                    pending |= 1u << k;
-                }
-            }
-#pragma unroll 1
-            for (int round = 0;; ++round) {
 #pragma unroll
                 for (int k = 0; k < kRowSets; ++k) {
-                    uint64_t flag = 0ull;
-                    if (pending & (1u << k)) {
-                        flag = ptx::ld_volatile_line_part(from + (c * kRowChunkLines + k * kLinesPerGroup + sub) *
-                                                                     kLineBytes).y;
-                    }
-                    flag = __shfl_sync(kFullMask, flag, lane | kFlagPart);
-                    if (is_data_flag(flag, f)) {
-                        pending &= ~(1u << k);
+                    const int line = c * kRowChunkLines + k * kLinesPerGroup + sub;
+                    if (line < lines) {
+                        ptx::st_volatile_line_part(to + line * kLineBytes, lo[k], part == kFlagPart ? f.data : hi[k]);
                     }
                 }
-                if (lse_waiting && c == 0) {
-                    const uint4 v = ptx::ld_volatile_lse_line(lse_line);
-                    if (v.y == f.lse && v.w == f.lse) {
-                        lse = __uint_as_float(v.x);
-                        lse_waiting = false;
+            }
+            if (lane < groups) {
+                const float lse = p == warp ? first_lse : __ldg(lse_in + p * r.lse_stride_peer);
+                ptx::st_volatile_lse_line(a.workspaces[p] + at.lse_line(f.slot, rank, row, lane),
+                                          __float_as_uint(lse), f.lse);
+            }
+        }
+        if (preloads && row + blocks < rows) {
+            preload(row + blocks);
+        }
+    };
+
+    // Every source of this warp's lines of a row into shared memory; false when a wait gave up. The waits give up at
+    // the block's deadline, the same for every warp, so no warp is kept waiting by another's failure.
+    const auto receive_lines = [&](int row) {
+        const unsigned char* in = input_row(row);
+#pragma unroll 1
+        for (int p = warp; p < cp; p += kWarpsPerBlock) {
+            ulonglong2* stage = sh.parts + p * lines * kLanesPerLine + part;  // + line * 8
+            if (p == rank) {
+                // Copied in place of the lines, all at once; the staged words past the row's end and in the flag's
+                // place are never read.
+                const unsigned char* from = in + p * r.o_stride_peer * sizeof(T);
+                uint64_t* to = reinterpret_cast<uint64_t*>(stage);
+#pragma unroll 1
+                for (int line = sub; line < lines; line += kLinesPerGroup) {
+                    const int j = line * kLineDataWords + 2 * part;
+                    if (j < words) {
+                        ptx::cp_async_8(to + line * kLineWords, from + j * kWordBytes);
+                    }
+                    if (part != kFlagPart && j + 1 < words) {
+                        ptx::cp_async_8(to + line * kLineWords + 1, from + (j + 1) * kWordBytes);
                     }
                 }
-                const unsigned data_lanes = __ballot_sync(kFullMask, pending != 0u);
-                const unsigned lse_lanes = __ballot_sync(kFullMask, lse_waiting);
-                if ((data_lanes | lse_lanes) == 0u) {
-                    break;
+                ptx::cp_async_commit();
+                continue;
+            }
+            const unsigned char* from = ws + at.data_line(f.slot, p, row, 0) + part * 16;
+#pragma unroll 1
+            for (int c = 0; c * kRowChunkLines < lines; ++c) {
+                unsigned pending = 0u;  // bit k: line 12c + 4k + sub's flag not seen yet (the same in its 8 lanes)
+#pragma unroll
+                for (int k = 0; k < kRowSets; ++k) {
+                    if (c * kRowChunkLines + k * kLinesPerGroup + sub < lines) {
+                        pending |= 1u << k;
+                    }
                 }
-                if (back_off(round, sh.deadline)) {
-                    if (data_lanes != 0u) {
+#pragma unroll 1
+                for (int round = 0;; ++round) {
+                    uint64_t flags[kRowSets];  // lane part 7 polls its line's flag word for the line's 8 lanes
+#pragma unroll
+                    for (int k = 0; k < kRowSets; ++k) {
+                        flags[k] = part == kFlagPart && (pending & (1u << k))
+                                       ? ptx::ld_volatile_flag(from + (c * kRowChunkLines + k * kLinesPerGroup + sub) *
+                                                                          kLineBytes + kWordBytes)
+                                       : 0ull;
+                    }
+#pragma unroll
+                    for (int k = 0; k < kRowSets; ++k) {
+                        if (is_data_flag(__shfl_sync(kFullMask, flags[k], lane | kFlagPart), f)) {
+                            pending &= ~(1u << k);
+                        }
+                    }
+                    const unsigned data_lanes = __ballot_sync(kFullMask, pending != 0u);
+                    if (data_lanes == 0u) {
+                        break;
+                    }
+                    if (back_off(round, sh.deadline)) {
                         if (lane == __ffs(data_lanes) - 1) {
                             record_timeout(ws, a.status, kTimeoutDataLine, p, row,
                                            c * kRowChunkLines + (__ffs(pending) - 1) * kLinesPerGroup + sub, epoch);
                         }
-                    } else if (lane == __ffs(lse_lanes) - 1) {
-                        record_timeout(ws, a.status, kTimeoutLseLine, p, row, lane, epoch);
+                        return false;
                     }
-                    failed = true;
-                    break;
+                }
+            }
+            // Every flag is there: the lines once more, all at once (each word merged was read after its flag was
+            // seen), then the flags cleared.
+#pragma unroll 1
+            for (int line = sub; line < lines; line += kLinesPerGroup) {
+                ptx::cp_async_16(stage + line * kLanesPerLine, from + line * kLineBytes);
+            }
+            ptx::cp_async_commit();
+            ptx::cp_async_wait<0>();
+            if (part == kFlagPart) {
+#pragma unroll 1
+                for (int line = sub; line < lines; line += kLinesPerGroup) {
+                    ptx::st_volatile_clear_flag(const_cast<unsigned char*>(from) + line * kLineBytes + kWordBytes);
                 }
             }
         }
-        if (failed) {
-            if (lane == 0) {
-                atomicExch(&sh.gave_up, 1);  // read after the barrier below
-            }
-            continue;
-        }
-        // Every flag is there: the lines once more (each word merged was read after its flag was seen), then the
-        // flags cleared.
-#pragma unroll 1
-        for (int line = sub; line < lines; line += kLinesPerGroup) {
-            stage[line * kLanesPerLine] = ptx::ld_volatile_line_part(from + line * kLineBytes);
-        }
-        if (part == kFlagPart) {
-#pragma unroll 1
-            for (int line = sub; line < lines; line += kLinesPerGroup) {
-                ptx::st_volatile_clear_flag(const_cast<unsigned char*>(from) + line * kLineBytes + kWordBytes);
-            }
-        }
-        if (lane < groups) {
-            ptx::st_volatile_clear_lse_line(lse_line);
-        }
-        if (lane == 0) {
-            sh.lse[p] = lse;
-        }
-    }
-    __syncthreads();
+        return true;
+    };
 
-    uint64_t* out = reinterpret_cast<uint64_t*>(static_cast<unsigned char*>(r.out)) + (long long)row * words;
-    if (poisoned || sh.gave_up) {
-        for (int j = threadIdx.x; j < words; j += kBlockThreads) {
-            out[j] = nan_word<T>();
+    // The row's LSE values (the own rank's from partial_lse; every other source's LSE lines polled, lane l taking
+    // the (source, group) pairs l, l + 32, ..., each cleared once seen) and then its weights, into shared memory, by
+    // the one warp that has the least else to do (for cp <= 8, the own rank's: it neither sends nor polls lines).
+    // False when a wait gave up.
+    const int lse_warp = rank % kWarpsPerBlock;
+    const int lse_pairs = (cp - 1) * groups;
+    const auto receive_weights = [&](int row) {
+        float* lse = sh.lse;
+        if (lane == 0) {
+            lse[rank] = __ldg(lse_row(row) + rank * r.lse_stride_peer);
         }
-        return;
-    }
-    const float l0 = lane < cp ? sh.lse[lane] : -INFINITY;
-    const float l1 = lane + kWarpSize < cp ? sh.lse[lane + kWarpSize] : -INFINITY;
-    float* weights = sh.weights[warp];
-    row_weights<kBaseE>(l0, l1, cp, lane, weights);
-    __syncwarp();
-    const uint64_t* staged = reinterpret_cast<const uint64_t*>(sh.parts);
 #pragma unroll 1
-    for (int j = threadIdx.x; j < words; j += kBlockThreads) {
-        const int line = j / kLineDataWords;
-        const int at_word = line * kLineWords + (j - line * kLineDataWords);  // word of source 0's staged line
-        float acc[kElemsPerWord] = {0.f, 0.f, 0.f, 0.f};
+        for (int q = lane; q - lane < lse_pairs; q += kWarpSize) {
+            const int s = quotient(q, a.line_groups, a.groups_magic);
+            const int group = q - s * groups;
+            const int src = s < rank ? s : s + 1;
+            unsigned char* line = ws + at.lse_line(f.slot, src, row, group);
+            bool waiting = q < lse_pairs;
 #pragma unroll 1
-        for (int s = 0; s < cp; ++s) {
-            accumulate_word<T>(acc, weights[s], staged[s * lines * kLineWords + at_word]);
+            for (int round = 0;; ++round) {
+                if (waiting) {
+                    const uint4 v = ptx::ld_volatile_lse_line(line);
+                    if (v.y == f.lse && v.w == f.lse) {
+                        waiting = false;
+                        ptx::st_volatile_clear_lse_line(line);
+                        if (group == 0) {
+                            lse[src] = __uint_as_float(v.x);
+                        }
+                    }
+                }
+                const unsigned lse_lanes = __ballot_sync(kFullMask, waiting);
+                if (lse_lanes == 0u) {
+                    break;
+                }
+                if (back_off(round, sh.deadline)) {
+                    if (lane == __ffs(lse_lanes) - 1) {
+                        record_timeout(ws, a.status, kTimeoutLseLine, src, row, group, epoch);
+                    }
+                    return false;
+                }
+            }
         }
-        out[j] = pack_word<T>(acc);
+        __syncwarp();
+        const float l0 = lane < cp ? lse[lane] : -INFINITY;
+        const float l1 = lane + kWarpSize < cp ? lse[lane + kWarpSize] : -INFINITY;
+        row_weights<kBaseE>(l0, l1, cp, lane, sh.weights);
+        return true;
+    };
+
+    // Merges the staged row into the output, one pair of elements per thread (NaN where a wait gave up or the
+    // workspace is poisoned).
+    const auto merge_row = [&](int row, bool nan) {
+        uint32_t* out = reinterpret_cast<uint32_t*>(r.out) + (long long)row * words * kPairsPerWord;
+        const int pairs = words * kPairsPerWord;
+        if (nan) {
+            for (int h = threadIdx.x; h < pairs; h += kBlockThreads) {
+                out[h] = nan_pair<T>();
+            }
+            return;
+        }
+        const uint32_t* staged = reinterpret_cast<const uint32_t*>(sh.parts);
+        const float* weights = sh.weights;
+        const int source_pairs = lines * kLineWords * kPairsPerWord;  // between two sources' staged lines
+#pragma unroll 1
+        for (int h = threadIdx.x; h < pairs; h += kBlockThreads) {
+            const int j = h / kPairsPerWord;
+            const int line = j / kLineDataWords;
+            const int at_pair = (line * kLineWords + (j - line * kLineDataWords)) * kPairsPerWord + h % kPairsPerWord;
+            float acc[kElemsPerPair] = {0.f, 0.f};
+#pragma unroll 4
+            for (int s = 0; s < cp; ++s) {
+                accumulate_pair<T>(acc, weights[s], staged[s * source_pairs + at_pair]);
+            }
+            out[h] = pack_pair<T>(acc);
+        }
+    };
+
+    bool gave_up = poisoned;  // once a wait gave up, the block waits for nothing more
+    send_row(first_row);
+#pragma unroll 1
+    for (int row = first_row; row < rows; row += blocks) {
+        const int next = row + blocks;
+        if (next < rows) {
+            send_row(next);
+        }
+        if (!gave_up && !(warp == lse_warp ? receive_lines(row) && receive_weights(row) : receive_lines(row)) &&
+            lane == 0) {
+            atomicExch(&sh.gave_up, 1);  // read after the barrier below
+        }
+        ptx::cp_async_wait<0>();  // this thread's copies into the stage have landed
+        __syncthreads();
+        gave_up = gave_up || sh.gave_up != 0;
+        merge_row(row, gave_up);
+        if (next < rows) {
+            __syncthreads();  // the stage, the LSE values and the weights are the next row's from here
+        }
     }
 }
 

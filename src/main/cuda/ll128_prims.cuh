@@ -20,6 +20,8 @@ constexpr int kReceiveWarps = kWarpsPerBlock - kSendWarps;
 constexpr int kLanesPerLine = kLineBytes / 16;                  // 8 lanes x 16 bytes = one line
 constexpr int kFlagPart = kLanesPerLine - 1;                    // lane part 7 carries word 14 and the flag
 constexpr int kElemsPerWord = kWordBytes / 2;                   // 16-bit elements in one 8-byte word
+constexpr int kElemsPerPair = 2;                                // 16-bit elements in one 4-byte pair
+constexpr int kPairsPerWord = kElemsPerWord / kElemsPerPair;
 constexpr int kGroupWords = kLinesPerGroup * kLineDataWords;    // a group's 4 lines carry 60 data words
 constexpr int kGroupDataBytes = kGroupWords * kWordBytes;       // 480 bytes, a multiple of 16
 constexpr int kChunkGroups = 4;                                 // line groups a send stage holds (1920 bytes)
@@ -53,30 +55,40 @@ struct Half<__half> {
     __device__ static uint32_t from_float(float v) { return __half_as_ushort(__float2half_rn(v)); }
 };
 
+// Two fp32 values rounded to one pair of 16-bit elements (element 0 in the low bits).
+template <typename T>
+__device__ __forceinline__ uint32_t pack_pair(const float* v) {
+    return Half<T>::from_float(v[0]) | Half<T>::from_float(v[1]) << 16;
+}
+
 // Four fp32 values rounded to one word of 16-bit elements (element 0 in the low bits).
 template <typename T>
 __device__ __forceinline__ uint64_t pack_word(const float* v) {
-    uint64_t w = 0;
-#pragma unroll
-    for (int e = 0; e < kElemsPerWord; ++e) {
-        w |= (uint64_t)Half<T>::from_float(v[e]) << (16 * e);
-    }
-    return w;
+    return pack_pair<T>(v) | (uint64_t)pack_pair<T>(v + kElemsPerPair) << 32;
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t nan_pair() {
+    return Half<T>::kNanBits | Half<T>::kNanBits << 16;
 }
 
 template <typename T>
 __device__ __forceinline__ uint64_t nan_word() {
-    const uint64_t n = Half<T>::kNanBits;
-    return n | n << 16 | n << 32 | n << 48;
+    return nan_pair<T>() | (uint64_t)nan_pair<T>() << 32;
 }
 
-// acc[e] += w x element e of word (fp32, fused, in the caller's source order).
+// acc[e] += w x element e of the pair (fp32, fused, in the caller's source order).
+template <typename T>
+__device__ __forceinline__ void accumulate_pair(float* acc, float w, uint32_t pair) {
+    acc[0] = fmaf(w, Half<T>::to_float(pair & 0xffffu), acc[0]);
+    acc[1] = fmaf(w, Half<T>::to_float(pair >> 16), acc[1]);
+}
+
+// The same for the four elements of a word.
 template <typename T>
 __device__ __forceinline__ void accumulate_word(float* acc, float w, uint64_t word) {
-#pragma unroll
-    for (int e = 0; e < kElemsPerWord; ++e) {
-        acc[e] = fmaf(w, Half<T>::to_float((uint32_t)(word >> (16 * e)) & 0xffffu), acc[e]);
-    }
+    accumulate_pair<T>(acc, w, (uint32_t)word);
+    accumulate_pair<T>(acc + kElemsPerPair, w, (uint32_t)(word >> 32));
 }
 
 // ---- integer division by a launch constant ----------------------------------------------------------------------

@@ -3,27 +3,28 @@ package io.github.dcp4j.engine.cuda;
 import io.github.dcp4j.layout.Ll128;
 
 /**
- * How one rank's part of a launch is laid out: blocks (block b owns rows b, b + B, b + 2B, ...), the rows of one
- * receive tile (a block's receivers finish a tile together) and the send window (how many tiles a block's senders may
- * run ahead of its receivers; 0: no bound). Every rank of a group derives the same plan from the same rows and block
- * budget.
+ * How one rank's part of a launch is laid out: which kernel (docs/CUDA.md), blocks (block b owns rows b, b + B,
+ * b + 2B, ...), the rows of one receive tile (the tiled kernel's receivers finish a tile together) and its send window
+ * (how many tiles a block's senders may run ahead of its receivers; 0: no bound). Every rank of a group derives the
+ * same plan from the same call and block budget.
  *
+ * @param rowKernel     the row kernel: each block takes its rows one at a time, every source of a row staged in
+ *                      shared memory
  * @param blocksPerRank blocks of each rank
- * @param tileRows      rows in one receive tile, 1..{@link Ll128#MAX_TILE_ROWS}
+ * @param tileRows      rows in one receive tile, 1..{@link Ll128#MAX_TILE_ROWS} (1 for the row kernel)
  * @param sendWindow    tiles the senders may be ahead
- * @param reloadLines   receivers load a batch's lines again once they have seen all its flags: on by default, since
- *                      the GPU tests saw torn lines without it (docs/PROTOCOL.md)
+ * @param reloadLines   the tiled kernel's receivers load a batch's lines again once they have seen all its flags
+ *                      (the row kernel's always do): on by default, since the GPU tests saw torn lines without it
+ *                      (docs/PROTOCOL.md)
  */
-record GridPlan(int blocksPerRank, int tileRows, int sendWindow, boolean reloadLines) {
+record GridPlan(boolean rowKernel, int blocksPerRank, int tileRows, int sendWindow, boolean reloadLines) {
 
     /**
-     * Whether a call of {@code rows} rows runs the row kernel (docs/CUDA.md): where every row has a block of its own
-     * and the row's lines of all {@code cp} sources fit in its shared-memory stage. It is the shorter path at small
-     * batch; {@code tuning} may turn it off (row=0), for comparisons.
+     * Whether the row's lines of all {@code cp} sources fit in the row kernel's shared-memory stage, so that the row
+     * kernel can take the call.
      */
-    boolean rowKernel(int rows, int cp, int dataLines, Tuning tuning) {
-        return tuning.rowKernel() && blocksPerRank == rows && tileRows == 1
-                && (long) cp * dataLines * Ll128.LINE_BYTES <= Ll128.ROW_STAGE_BYTES;
+    static boolean rowStageFits(int cp, int dataLines) {
+        return (long) cp * dataLines * Ll128.LINE_BYTES <= Ll128.ROW_STAGE_BYTES;
     }
 
     /**
@@ -43,13 +44,15 @@ record GridPlan(int blocksPerRank, int tileRows, int sendWindow, boolean reloadL
 
     /**
      * Overrides for kernel experiments (docs/CUDA.md), from
-     * {@code -Ddcp4j.gridPlan=window=W,tileRows=T,maxBlocks=B,reload=0|1,stream=0|1,row=0|1} (stream: -1, the
-     * default, decides by size; row=0: never the row kernel).
+     * {@code -Ddcp4j.gridPlan=window=W,tileRows=T,maxBlocks=B,reload=0|1,stream=0|1,row=N} (stream: -1, the
+     * default, decides by size; row: the most rows per block the row kernel takes, 0 for never; by default no bound,
+     * since the row kernel was measured faster than the tiled one at every batch of the layer shape, up to 63 rows
+     * per block, docs/PERFORMANCE.md).
      */
     record Tuning(int sendWindow, int maxTileRows, int maxBlocks, boolean reloadLines, int streamInputs,
-                  boolean rowKernel) {
+                  int rowKernelRows) {
         static final Tuning DEFAULT = new Tuning(DEFAULT_SEND_WINDOW, Ll128.MAX_TILE_ROWS, Integer.MAX_VALUE, true,
-                -1, true);
+                -1, Integer.MAX_VALUE);
         static final String PROPERTY = "dcp4j.gridPlan";
 
         /** The tuning the property names, or the default; a malformed value is refused with what it got. */
@@ -64,7 +67,7 @@ record GridPlan(int blocksPerRank, int tileRows, int sendWindow, boolean reloadL
             int blocks = DEFAULT.maxBlocks;
             boolean reload = DEFAULT.reloadLines;
             int stream = DEFAULT.streamInputs;
-            boolean row = DEFAULT.rowKernel;
+            int row = DEFAULT.rowKernelRows;
             for (String part : spec.split(",")) {
                 String[] kv = part.split("=", 2);
                 int value;
@@ -80,9 +83,9 @@ record GridPlan(int blocksPerRank, int tileRows, int sendWindow, boolean reloadL
                     case "maxBlocks" -> blocks = require(key, value, 1, Integer.MAX_VALUE, spec);
                     case "reload" -> reload = require(key, value, 0, 1, spec) == 1;
                     case "stream" -> stream = require(key, value, 0, 1, spec);
-                    case "row" -> row = require(key, value, 0, 1, spec) == 1;
+                    case "row" -> row = require(key, value, 0, Integer.MAX_VALUE, spec);
                     default -> throw new IllegalArgumentException(PROPERTY + " takes window=N, tileRows=N,"
-                            + " maxBlocks=N, reload=0|1, stream=0|1 and row=0|1, comma-separated; got '" + spec + "'");
+                            + " maxBlocks=N, reload=0|1, stream=0|1 and row=N, comma-separated; got '" + spec + "'");
                 }
             }
             return new Tuning(window, tileRows, blocks, reload, stream, row);
@@ -98,17 +101,25 @@ record GridPlan(int blocksPerRank, int tileRows, int sendWindow, boolean reloadL
     }
 
     /**
-     * The plan for {@code rows} rows within {@code budget} blocks per rank: a block per row while they fit (each
-     * row's groups are received in parallel and each block's few sends are spread over its send warps), else tiles of
-     * up to {@code tuning.maxTileRows()} rows over at most {@code budget} blocks.
+     * The plan for {@code rows} rows of {@code cp} sources and {@code dataLines} lines within {@code budget} blocks
+     * per rank. The row kernel where its stage fits and no block takes more than {@code tuning.rowKernelRows()}
+     * rows: a block per row while they fit the budget, else every block takes several rows in turn. Otherwise the
+     * tiled kernel: a block per row while they fit (each row's groups are received in parallel and each block's few
+     * sends are spread over its send warps), else tiles of up to {@code tuning.maxTileRows()} rows over at most
+     * {@code budget} blocks.
      */
-    static GridPlan of(int rows, int budget, Tuning tuning) {
+    static GridPlan of(int rows, int cp, int dataLines, int budget, Tuning tuning) {
         int blocks = Math.max(1, Math.min(budget, tuning.maxBlocks()));
+        if (tuning.rowKernelRows() > 0 && rowStageFits(cp, dataLines)
+                && Math.ceilDiv(rows, blocks) <= tuning.rowKernelRows()) {
+            return new GridPlan(true, Math.max(1, Math.min(rows, blocks)), 1, tuning.sendWindow(),
+                    tuning.reloadLines());
+        }
         if (rows <= blocks) {
-            return new GridPlan(Math.max(1, rows), 1, tuning.sendWindow(), tuning.reloadLines());
+            return new GridPlan(false, Math.max(1, rows), 1, tuning.sendWindow(), tuning.reloadLines());
         }
         int tileRows = Math.min(tuning.maxTileRows(), Math.ceilDiv(rows, blocks));
-        return new GridPlan(Math.min(blocks, Math.ceilDiv(rows, tileRows)), tileRows, tuning.sendWindow(),
+        return new GridPlan(false, Math.min(blocks, Math.ceilDiv(rows, tileRows)), tileRows, tuning.sendWindow(),
                 tuning.reloadLines());
     }
 }

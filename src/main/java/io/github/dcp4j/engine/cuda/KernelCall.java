@@ -58,7 +58,6 @@ public final class KernelCall implements LocalGroup.PreparedCall {
     private final GridPlan plan;
     private final boolean earlyDependents;
     private final boolean streamInputs;
-    private final boolean rowKernel;
     private final int grid;
     private final byte[] args;
     private KernelLaunch launch;
@@ -87,10 +86,10 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         ReduceCall first = calls.getFirst();
         WorkspaceLayout layout = first.layout();
         GridPlan.Tuning tuning = GridPlan.Tuning.fromSystemProperty();
-        this.plan = GridPlan.of(first.rows(), blockBudget / calls.size(), tuning);
+        this.plan = GridPlan.of(first.rows(), first.cpSize(), first.row().dataLines(), blockBudget / calls.size(),
+                tuning);
         long inputBytes = (long) calls.size() * first.rows() * first.cpSize() * first.row().dataBytes();
         this.streamInputs = GridPlan.streamInputs(inputBytes, kernels.device().l2Bytes(), tuning);
-        this.rowKernel = plan.rowKernel(first.rows(), first.cpSize(), first.row().dataLines(), tuning);
         this.grid = plan.blocksPerRank() * calls.size();
         // The next call's blocks may start early only where they fit beside this call's within the budget: the
         // budget is this launch's share of the GPU, so early blocks of every launch sharing the GPU never take the
@@ -114,6 +113,11 @@ public final class KernelCall implements LocalGroup.PreparedCall {
     /** Blocks of each launched rank. */
     public int blocksPerRank() {
         return plan.blocksPerRank();
+    }
+
+    /** Whether this call runs the row kernel (docs/CUDA.md), else the tiled one. */
+    public boolean rowKernel() {
+        return plan.rowKernel();
     }
 
     private byte[] launchArgs(int capacity, ReduceCall first, WorkspaceLayout layout) {
@@ -281,7 +285,7 @@ public final class KernelCall implements LocalGroup.PreparedCall {
 
     private CUfunction opKernel() {
         return kernels.kernel(calls.getFirst().dtype(), calls.getFirst().mode(), KernelAbi.capacityFor(calls.size()),
-                rowKernel);
+                plan.rowKernel());
     }
 
     /**

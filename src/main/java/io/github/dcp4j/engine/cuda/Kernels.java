@@ -59,8 +59,8 @@ final class Kernels implements AutoCloseable {
     }
 
     /**
-     * The op's kernel for launches of up to {@code capacity} ranks: the row kernel (a block per row, every source of
-     * a row staged in shared memory, docs/CUDA.md) or the tiled one.
+     * The op's kernel for launches of up to {@code capacity} ranks: the row kernel (each block takes its rows one at a
+     * time, every source of a row staged in shared memory, docs/CUDA.md) or the tiled one.
      */
     CUfunction kernel(DType dtype, LseMode mode, int capacity, boolean rowKernel) {
         return kernels.get(kernelName(dtype, mode, capacity, rowKernel));

@@ -27,6 +27,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.MethodSource;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -359,10 +360,15 @@ class CudaLoopbackEngineTest {
      * time out; their outputs are NaN, their workspaces poisoned, the engine's status word set, and the explicit check
      * after the replay raises the first record. Replayed again, the poisoned ranks write NaN without waiting, also
      * after their epochs are forced back to the failed call's (its leftover lines would match otherwise). A reset
-     * recovers.
+     * recovers. Both kernels, and the row kernel with blocks that take several rows in turn.
      */
-    @Test
-    void aTimeoutInsideAReplayedGraphPoisonsUntilTheReset() {
+    @ParameterizedTest(name = "gridPlan {0}")
+    @ValueSource(strings = {"row=64", "row=64,maxBlocks=2", "row=0"})
+    void aTimeoutInsideAReplayedGraphPoisonsUntilTheReset(String gridPlan) {
+        withGridPlan(gridPlan, this::timeoutInsideAGraph);
+    }
+
+    private void timeoutInsideAGraph() {
         int cp = 4;
         WorkspaceSpec spec = new WorkspaceSpec(2, 3, cp, 256, DType.BF16);
         int[] withoutRank2 = {0, 1, 3};
@@ -425,10 +431,10 @@ class CudaLoopbackEngineTest {
      * of both slots is rewritten with other data at a high rate while receivers poll it. A line whose flag were seen
      * before its data would merge another call's words (every weight is far from 0, so every word shows): every
      * output of every call is compared with the exact merge, bit for bit. Both kernels: the row kernel takes this
-     * shape unless the grid plan says row=0.
+     * shape unless the grid plan says row=0, with a block per row or (maxBlocks=5) 5 blocks taking 64 rows in turn.
      */
     @ParameterizedTest(name = "gridPlan {0}")
-    @ValueSource(strings = {"row=1", "row=0"})
+    @ValueSource(strings = {"row=64", "row=64,maxBlocks=5", "row=0"})
     void noTornLinesWhileEveryLineIsRewrittenAtAHighRate(String gridPlan) {
         withGridPlan(gridPlan, this::tornLines);
     }
@@ -474,12 +480,46 @@ class CudaLoopbackEngineTest {
 
     /**
      * The kernel's lines are the Java layout's, byte for byte: rank 1 alone sends (rank 0 never runs), and rank 0's
-     * workspace then holds exactly the lines {@link Ll128Lines} describes for rank 1's slices. Both kernels.
+     * workspace then holds exactly the lines {@link Ll128Lines} describes for rank 1's slices. Both kernels, and the
+     * row kernel's one block sending both rows before it waits (maxBlocks=1).
      */
     @ParameterizedTest(name = "gridPlan {0}")
-    @ValueSource(strings = {"row=1", "row=0"})
+    @ValueSource(strings = {"row=64", "row=64,maxBlocks=1", "row=0"})
     void kernelWritesTheJavaLayoutByteForByte(String gridPlan) {
         withGridPlan(gridPlan, this::javaLayout);
+    }
+
+    /**
+     * The row kernel with fewer blocks than rows, so that each block takes several rows in turn (one block, a few,
+     * all rows but one), at several group sizes, calls of decreasing row counts on one workspace: every output is
+     * the exact merge, bit for bit; at head_dim 1024 a row's lines fill more than half of the stage.
+     */
+    @ParameterizedTest(name = "cp {0}, maxBlocks {1}, head_dim {2}")
+    @CsvSource({"2, 1, 512", "8, 3, 512", "8, 23, 512", "13, 5, 512", "8, 3, 1024"})
+    void rowKernelBlocksTakingSeveralRowsInTurnMatchTheExactMerge(int cp, int maxBlocks, int headDim) {
+        withGridPlan("row=64,maxBlocks=" + maxBlocks, () -> {
+            int heads = 3;
+            WorkspaceSpec spec = new WorkspaceSpec(8, heads, cp, headDim, DType.BF16);
+            try (Arena arena = Arena.ofShared();
+                 CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, spec);
+                 CudaStream stream = new CudaStream(device)) {
+                SplittableRandom random = new SplittableRandom(31L * cp + maxBlocks);
+                for (int tokens = 8; tokens >= 5; tokens--) {
+                    Tensors.Group g = Tensors.strided(arena, random, tokens, heads, cp, headDim, DType.BF16, 3.0);
+                    List<TensorView> out = Tensors.outputs(arena, g);
+                    try (KernelCall call = gpu.prepare(g.partialO(), g.partialLse(), out, LseMode.BASE2, stream)) {
+                        assertTrue(call.rowKernel());
+                        assertEquals(Math.min(maxBlocks, tokens * heads), call.blocksPerRank());
+                        call.run();
+                        call.readOutputs();
+                    }
+                    for (int r = 0; r < cp; r++) {
+                        assertArrayEquals(Tensors.exact(arena, g, r, LseMode.BASE2), Tensors.bits(out.get(r)),
+                                tokens + " tokens, rank " + r);
+                    }
+                }
+            }
+        });
     }
 
     /** Runs {@code body} with the grid plan override {@code spec} (read when a call is prepared), then without. */

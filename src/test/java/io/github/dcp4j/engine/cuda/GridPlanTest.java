@@ -7,33 +7,73 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-/** Each rank's grid plan: blocks, receive tile rows and the send window, within the block budget. No GPU. */
+/** Each rank's grid plan: the kernel, blocks, receive tile rows and the send window, within the budget. No GPU. */
 class GridPlanTest {
     private static final GridPlan.Tuning DEFAULT = GridPlan.Tuning.DEFAULT;
+    private static final GridPlan.Tuning TILED = GridPlan.Tuning.parse("row=0");
+    /** The layer shape's row: cp 8, head_dim 512 bf16 (9 lines a source), 8 x 9 x 128 bytes staged. */
+    private static final int CP = 8;
+    private static final int LINES = 9;
+    /** More lines than the row kernel's stage holds for cp 8. */
+    private static final int TOO_MANY_LINES = Ll128.ROW_STAGE_BYTES / Ll128.LINE_BYTES / CP + 1;
 
     @Test
-    void fewerRowsThanTheBudgetGetABlockPerRowInTilesOfOne() {
+    void theRowKernelTakesABlockPerRowWhileTheyFitTheBudget() {
         // layer shape, batch 1: 16 rows of a rank, a share of 66 blocks
-        assertEquals(new GridPlan(16, 1, GridPlan.DEFAULT_SEND_WINDOW, true), GridPlan.of(16, 66, DEFAULT));
+        assertEquals(new GridPlan(true, 16, 1, GridPlan.DEFAULT_SEND_WINDOW, true),
+                GridPlan.of(16, CP, LINES, 66, DEFAULT));
     }
 
     @Test
-    void moreRowsThanTheBudgetFillItInTilesOfUpToFourRows() {
-        assertEquals(new GridPlan(64, 2, GridPlan.DEFAULT_SEND_WINDOW, true), GridPlan.of(128, 66, DEFAULT));
-        assertEquals(new GridPlan(64, 4, GridPlan.DEFAULT_SEND_WINDOW, true), GridPlan.of(256, 66, DEFAULT));
-        GridPlan large = GridPlan.of(4096, 66, DEFAULT);
+    void theRowKernelSpreadsMoreRowsThanTheBudgetOverEveryBlock() {
+        // batch 16 and 256: 256 and 4096 rows over 66 blocks, each taking its rows in turn
+        assertEquals(new GridPlan(true, 66, 1, GridPlan.DEFAULT_SEND_WINDOW, true),
+                GridPlan.of(256, CP, LINES, 66, DEFAULT));
+        assertEquals(new GridPlan(true, 66, 1, GridPlan.DEFAULT_SEND_WINDOW, true),
+                GridPlan.of(4096, CP, LINES, 66, DEFAULT));
+    }
+
+    @Test
+    void row4BoundsTheRowsEachBlockOfTheRowKernelTakes() {
+        GridPlan.Tuning four = GridPlan.Tuning.parse("row=4");
+        assertEquals(new GridPlan(true, 66, 1, GridPlan.DEFAULT_SEND_WINDOW, true),
+                GridPlan.of(4 * 66, CP, LINES, 66, four));
+        assertTrue(!GridPlan.of(4 * 66 + 1, CP, LINES, 66, four).rowKernel());
+        assertTrue(GridPlan.of(4096, CP, LINES, 66, GridPlan.Tuning.parse("row=63")).rowKernel());
+        assertTrue(!GridPlan.of(4096, CP, LINES, 66, GridPlan.Tuning.parse("row=62")).rowKernel());
+    }
+
+    @Test
+    void theTiledKernelTakesRowsWhoseSourcesDoNotFitTheStage() {
+        int lines = Ll128.ROW_STAGE_BYTES / Ll128.LINE_BYTES / 64;  // the largest stage that fits at cp 64
+        assertTrue(GridPlan.of(1, 64, lines, 66, DEFAULT).rowKernel());
+        assertTrue(!GridPlan.of(1, 64, lines + 1, 66, DEFAULT).rowKernel());
+        assertTrue(!GridPlan.of(16, CP, TOO_MANY_LINES, 66, DEFAULT).rowKernel());
+    }
+
+    @Test
+    void theTiledKernelFillsTheBudgetInTilesOfUpToFourRows() {
+        assertEquals(new GridPlan(false, 16, 1, GridPlan.DEFAULT_SEND_WINDOW, true),
+                GridPlan.of(16, CP, LINES, 66, TILED));
+        assertEquals(new GridPlan(false, 64, 2, GridPlan.DEFAULT_SEND_WINDOW, true),
+                GridPlan.of(128, CP, LINES, 66, TILED));
+        assertEquals(new GridPlan(false, 64, 4, GridPlan.DEFAULT_SEND_WINDOW, true),
+                GridPlan.of(256, CP, TOO_MANY_LINES, 66, DEFAULT));
+        GridPlan large = GridPlan.of(4096, CP, LINES, 66, TILED);
         assertEquals(66, large.blocksPerRank());
         assertEquals(Ll128.MAX_TILE_ROWS, large.tileRows());
     }
 
     @Test
     void everyRowIsOwnedByABlockWithinTheBudget() {
-        for (int rows = 1; rows <= 600; rows++) {
-            for (int budget : new int[] {1, 7, 33, 66, 528}) {
-                GridPlan p = GridPlan.of(rows, budget, DEFAULT);
-                assertTrue(p.blocksPerRank() >= 1 && p.blocksPerRank() <= budget, rows + " rows, budget " + budget);
-                assertTrue(p.tileRows() >= 1 && p.tileRows() <= Ll128.MAX_TILE_ROWS);
-                assertTrue(p.blocksPerRank() <= rows, "no block without a row");
+        for (GridPlan.Tuning tuning : new GridPlan.Tuning[] {DEFAULT, TILED}) {
+            for (int rows = 1; rows <= 600; rows++) {
+                for (int budget : new int[] {1, 7, 33, 66, 528}) {
+                    GridPlan p = GridPlan.of(rows, CP, LINES, budget, tuning);
+                    assertTrue(p.blocksPerRank() >= 1 && p.blocksPerRank() <= budget, rows + " rows, budget " + budget);
+                    assertTrue(p.tileRows() >= 1 && p.tileRows() <= Ll128.MAX_TILE_ROWS);
+                    assertTrue(p.blocksPerRank() <= rows, "no block without a row");
+                }
             }
         }
     }
@@ -48,16 +88,25 @@ class GridPlanTest {
     }
 
     @Test
+    void noRowsStillPlanOneBlockAndRow0NeverPlansTheRowKernel() {
+        assertEquals(new GridPlan(true, 1, 1, GridPlan.DEFAULT_SEND_WINDOW, true), GridPlan.of(0, CP, LINES, 66, DEFAULT));
+        assertEquals(new GridPlan(false, 1, 1, GridPlan.DEFAULT_SEND_WINDOW, true), GridPlan.of(0, CP, LINES, 66, TILED));
+    }
+
+    @Test
     void aZeroBudgetStillRunsOneBlock() {
-        assertEquals(1, GridPlan.of(4096, 0, DEFAULT).blocksPerRank());
+        assertEquals(1, GridPlan.of(4096, CP, LINES, 0, DEFAULT).blocksPerRank());
+        assertEquals(1, GridPlan.of(4096, CP, LINES, 0, TILED).blocksPerRank());
     }
 
     @Test
     void tuningOverridesParseAndBadValuesAreRefusedNamingThem() {
-        assertEquals(new GridPlan.Tuning(0, 2, 40, true, 1, false),
+        assertEquals(new GridPlan.Tuning(0, 2, 40, true, 1, 0),
                 GridPlan.Tuning.parse("window=0, tileRows=2,maxBlocks=40,reload=1,stream=1,row=0"));
-        assertEquals(new GridPlan(40, 2, 0, false),
-                GridPlan.of(4096, 66, GridPlan.Tuning.parse("window=0,tileRows=2,maxBlocks=40,reload=0")));
+        assertEquals(new GridPlan(false, 40, 2, 0, false), GridPlan.of(4096, CP, LINES, 66,
+                GridPlan.Tuning.parse("window=0,tileRows=2,maxBlocks=40,reload=0,row=0")));
+        assertEquals(new GridPlan(true, 40, 1, GridPlan.DEFAULT_SEND_WINDOW, true),
+                GridPlan.of(4096, CP, LINES, 66, GridPlan.Tuning.parse("maxBlocks=40")));
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
                 () -> GridPlan.Tuning.parse("window=-1"));
         assertTrue(e.getMessage().contains("window") && e.getMessage().contains(GridPlan.Tuning.PROPERTY),
@@ -67,19 +116,6 @@ class GridPlanTest {
         assertThrows(IllegalArgumentException.class, () -> GridPlan.Tuning.parse("reload=2"));
         assertThrows(IllegalArgumentException.class, () -> GridPlan.Tuning.parse("tileRows=5"));
         assertThrows(IllegalArgumentException.class, () -> GridPlan.Tuning.parse("row=yes"));
-    }
-
-    @Test
-    void theRowKernelRunsWhereEveryRowHasABlockAndARowOfEverySourceFitsItsStage() {
-        // layer shape, batch 1: 16 rows, cp 8, head_dim 512 bf16 (9 lines): 8 x 9 x 128 bytes staged
-        assertTrue(GridPlan.of(16, 66, DEFAULT).rowKernel(16, 8, 9, DEFAULT));
-        // batch 16: 256 rows in tiles over 64 blocks
-        assertTrue(!GridPlan.of(256, 66, DEFAULT).rowKernel(256, 8, 9, DEFAULT));
-        // the largest stage that fits, and one line more
-        int lines = Ll128.ROW_STAGE_BYTES / Ll128.LINE_BYTES / 64;
-        assertTrue(GridPlan.of(1, 66, DEFAULT).rowKernel(1, 64, lines, DEFAULT));
-        assertTrue(!GridPlan.of(1, 66, DEFAULT).rowKernel(1, 64, lines + 1, DEFAULT));
-        // turned off for comparisons
-        assertTrue(!GridPlan.of(16, 66, DEFAULT).rowKernel(16, 8, 9, GridPlan.Tuning.parse("row=0")));
+        assertThrows(IllegalArgumentException.class, () -> GridPlan.Tuning.parse("row=-1"));
     }
 }
