@@ -242,6 +242,26 @@ class CliTest {
     }
 
     @Test
+    void soakWithoutAGpuSaysWhy() {
+        org.junit.jupiter.api.Assumptions.assumeFalse(io.github.dcp4j.cuda.Cuda.availability().available(),
+                "a GPU is present");
+        Result r = run("soak", "--calls", "2000");
+        assertEquals(1, r.exitCode());
+        assertTrue(r.err().contains("soak needs a GPU"), r.err());
+    }
+
+    @Test
+    void soakRefusesCallsThatAreNotWholeGraphsAndOutOfRangeShapesAsUsageErrors() {
+        for (String[] args : new String[][] {{"--calls", "1500"}, {"--calls", "0"}, {"--calls", "-1000"},
+                {"--batch", "0"}, {"--batch", "65"}, {"--cp", "1"}, {"--cp", "9"}}) {
+            Result r = run("soak", args[0], args[1]);
+            assertEquals(2, r.exitCode(), String.join(" ", args) + ": " + r.err());
+            assertTrue(r.err().contains(args[0] + " must be") && r.err().contains("got " + args[1]), r.err());
+            assertFalse(r.err().contains("\tat "), "no stack trace: " + r.err());
+        }
+    }
+
+    @Test
     void reduceOnTheCudaEngineWithoutAGpuSaysWhyAndWritesNothing() throws IOException {
         org.junit.jupiter.api.Assumptions.assumeFalse(io.github.dcp4j.cuda.Cuda.availability().available(),
                 "a GPU is present");

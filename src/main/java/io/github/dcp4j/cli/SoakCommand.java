@@ -1,0 +1,252 @@
+package io.github.dcp4j.cli;
+
+import io.github.dcp4j.bench.CaseMatrix;
+import io.github.dcp4j.cuda.Cuda;
+import io.github.dcp4j.cuda.CudaGraph;
+import io.github.dcp4j.cuda.CudaStream;
+import io.github.dcp4j.engine.cpu.CpuEngine;
+import io.github.dcp4j.engine.cuda.CudaLoopbackEngine;
+import io.github.dcp4j.engine.cuda.CudaRankEngine;
+import io.github.dcp4j.engine.cuda.KernelCall;
+import io.github.dcp4j.engine.cuda.RankSetup;
+import io.github.dcp4j.op.DType;
+import io.github.dcp4j.op.LseMode;
+import io.github.dcp4j.op.ReduceCall;
+import io.github.dcp4j.op.TensorView;
+import io.github.dcp4j.op.WorkspaceSpec;
+import io.github.dcp4j.peer.IpcWorkspaces;
+import io.github.dcp4j.reference.RandomInputs;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.ParameterException;
+import picocli.CommandLine.Spec;
+
+import java.io.PrintWriter;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
+import java.util.concurrent.Callable;
+
+@Command(name = "soak", mixinStandardHelpOptions = true,
+        description = {
+            "Runs the op many times at the layer shape (16 heads per rank, head_dim 512, bf16, strided input) across"
+                + " the 32-bit call counter's wrap (forced to half the calls before it) and checks, after every "
+                + SoakCommand.GRAPH_CALLS + " calls, every output of every distinct call against the CPU engine, bit"
+                + " for bit, and the device status word; at the end, that the counter advanced by exactly the calls"
+                + " made.",
+            "Without a group in the environment: loopback, all --cp ranks in one launch on GPU 0. As one rank of a"
+                + " group (`dcp4j launch --nproc N -- soak`, or torchrun): CUDA IPC, cp = the group's size.",
+            "The calls are " + SoakCommand.INPUTS + " calls on different inputs, captured " + SoakCommand.GRAPH_CALLS
+                + " launches to a CUDA graph and replayed. Progress goes to stderr; exit code 0 when every check"
+                + " passed."})
+final class SoakCommand implements Callable<Integer> {
+    /** Distinct calls (inputs) a graph cycles through, so that a call that read another's lines would show. */
+    static final int INPUTS = 10;
+    /** Launches in one graph, and the calls between two checks. */
+    static final int GRAPH_CALLS = 1000;
+    static final long SEED = 2027;
+
+    @Option(names = "--calls", defaultValue = "1000000",
+            description = "Calls in all, a multiple of " + GRAPH_CALLS + ", default ${DEFAULT-VALUE}.")
+    long calls;
+
+    @Option(names = "--batch", defaultValue = "1", description = "Tokens per call, 1..64, default ${DEFAULT-VALUE}.")
+    int batch;
+
+    @Option(names = "--cp", defaultValue = "8",
+            description = "Ranks in loopback, 2..8, default ${DEFAULT-VALUE} (a group's size otherwise).")
+    int cpOption;
+
+    @Option(names = "--timeout", defaultValue = "10s", converter = DurationConverter.class,
+            description = "How long a rank waits for a peer (kernel and rendezvous), default ${DEFAULT-VALUE}.")
+    Duration timeout;
+
+    @Spec
+    CommandSpec spec;
+
+    private PrintWriter report;
+    private PrintWriter progress;
+
+    @Override
+    public Integer call() {
+        report = spec.commandLine().getOut();
+        progress = spec.commandLine().getErr();
+        if (calls < GRAPH_CALLS || calls % GRAPH_CALLS != 0) {
+            throw new ParameterException(spec.commandLine(),
+                    "--calls must be a positive multiple of " + GRAPH_CALLS + "; got " + calls);
+        }
+        if (batch < 1 || batch > 64) {
+            throw new ParameterException(spec.commandLine(), "--batch must be in [1, 64]; got " + batch);
+        }
+        if (cpOption < 2 || cpOption > 8) {
+            throw new ParameterException(spec.commandLine(), "--cp must be in [2, 8]; got " + cpOption);
+        }
+        Cuda.Availability gpu = Cuda.availability();
+        if (!gpu.available()) {
+            throw new IllegalStateException("soak needs a GPU: " + gpu.reason());
+        }
+        return RankSetup.inEnvironment() ? asRank() : loopback();
+    }
+
+    private WorkspaceSpec specOf(int cp) {
+        return new WorkspaceSpec(batch, CaseMatrix.LAYER_HEADS, cp, CaseMatrix.LAYER_HEAD_DIM, DType.BF16);
+    }
+
+    /** The whole group's inputs of distinct call {@code i}, the same on every rank (same seed). */
+    private Inputs inputs(Arena arena, int cp, int i) {
+        SplittableRandom random = new SplittableRandom(SEED * 1_000_003L + i);
+        List<TensorView> o = new ArrayList<>();
+        List<TensorView> lse = new ArrayList<>();
+        for (int r = 0; r < cp; r++) {
+            RandomInputs in = RandomInputs.attention(arena, random.split(), batch, CaseMatrix.LAYER_HEADS, cp,
+                    CaseMatrix.LAYER_HEAD_DIM, DType.BF16, 3.0);
+            o.add(in.partialO());
+            lse.add(in.partialLse());
+        }
+        try (CpuEngine cpu = CpuEngine.open(specOf(cp))) {
+            List<TensorView> expected = new ArrayList<>();
+            for (TensorView e : cpu.reduceAll(o, lse, LseMode.BASE2)) {
+                expected.add(e.contiguousCopy(arena));
+            }
+            return new Inputs(o, lse, expected);
+        }
+    }
+
+    private record Inputs(List<TensorView> partialO, List<TensorView> partialLse, List<TensorView> expected) {
+    }
+
+    private static TensorView output(Arena arena, TensorView partialO) {
+        return TensorView.allocate(arena, partialO.dtype(), ReduceCall.outputShape(partialO));
+    }
+
+    /** Ranks in one launch: every rank's outputs are checked. */
+    private int loopback() {
+        int cp = cpOption;
+        try (Arena arena = Arena.ofShared();
+             CudaLoopbackEngine engine = CudaLoopbackEngine.open(0, specOf(cp), timeout);
+             CudaStream stream = new CudaStream(engine.device())) {
+            List<KernelCall> prepared = new ArrayList<>();
+            List<List<TensorView>> outs = new ArrayList<>();
+            List<List<TensorView>> expected = new ArrayList<>();
+            try {
+                for (int i = 0; i < INPUTS; i++) {
+                    Inputs in = inputs(arena, cp, i);
+                    List<TensorView> out = new ArrayList<>();
+                    for (TensorView o : in.partialO()) {
+                        out.add(output(arena, o));
+                    }
+                    outs.add(out);
+                    expected.add(in.expected());
+                    prepared.add(engine.prepare(in.partialO(), in.partialLse(), out, LseMode.BASE2, stream));
+                }
+                int start = startEpoch();
+                engine.forceEpoch(start);
+                String where = "loopback, " + cp + " ranks in one launch on " + engine.device();
+                long mismatches = run(where, stream, prepared, outs, expected);
+                return finish(where, mismatches, start, engine.epoch(0));
+            } finally {
+                prepared.forEach(KernelCall::close);
+            }
+        }
+    }
+
+    /** One rank of a group: this rank's outputs are checked. */
+    private int asRank() {
+        try (RankSetup setup = RankSetup.fromEnvironment(timeout, Log.to(progress))) {
+            int rank = setup.rank();
+            int cp = setup.worldSize();
+            try (Arena arena = Arena.ofShared(); IpcWorkspaces ws = setup.openWorkspaces(specOf(cp).bytes());
+                 CudaRankEngine engine = setup.openEngine(ws, timeout)) {
+                List<KernelCall> prepared = new ArrayList<>();
+                List<List<TensorView>> outs = new ArrayList<>();
+                List<List<TensorView>> expected = new ArrayList<>();
+                try {
+                    for (int i = 0; i < INPUTS; i++) {
+                        Inputs in = inputs(arena, cp, i);
+                        TensorView out = output(arena, in.partialO().get(rank));
+                        outs.add(List.of(out));
+                        expected.add(List.of(in.expected().get(rank)));
+                        prepared.add(engine.prepare(in.partialO().get(rank), in.partialLse().get(rank), out, rank, cp,
+                                LseMode.BASE2));
+                    }
+                    int start = startEpoch();
+                    engine.forceEpoch(start);
+                    String where = "rank " + rank + " of " + cp + " (CUDA IPC) on " + setup.device();
+                    long mismatches = run(where, prepared.getFirst().stream(), prepared, outs, expected);
+                    return finish(where, mismatches, start, engine.epoch());
+                } finally {
+                    prepared.forEach(KernelCall::close);
+                }
+            }
+        }
+    }
+
+    /** The counter value to start from: the wrap comes after half of the calls. */
+    private int startEpoch() {
+        return (int) -(calls / 2);
+    }
+
+    /**
+     * Replays a graph of {@link #GRAPH_CALLS} launches that cycles through {@code prepared}, checking the status
+     * word and every output after each replay. Returns the number of outputs found different from the CPU engine's.
+     */
+    private long run(String where, CudaStream stream, List<KernelCall> prepared, List<List<TensorView>> outs,
+                     List<List<TensorView>> expected) {
+        progress.printf("soak: %s, batch %d, %d calls, checked every %d%n", where, batch, calls, GRAPH_CALLS);
+        long mismatches = 0;
+        long replays = calls / GRAPH_CALLS;
+        long report = Math.max(1, replays / 10);
+        long started = System.nanoTime();
+        try (CudaGraph graph = CudaGraph.capture(stream, () -> {
+            for (int k = 0; k < GRAPH_CALLS; k++) {
+                prepared.get(k % prepared.size()).launch();
+            }
+        })) {
+            for (long replay = 1; replay <= replays; replay++) {
+                graph.replay(stream, 1);
+                stream.synchronize();
+                prepared.getFirst().checkStatus();
+                for (int i = 0; i < prepared.size(); i++) {
+                    prepared.get(i).readOutputs();
+                    for (int r = 0; r < outs.get(i).size(); r++) {
+                        if (!sameBits(outs.get(i).get(r), expected.get(i).get(r))) {
+                            mismatches++;
+                            progress.printf("soak: after %d calls, distinct call %d, output %d differs from the CPU"
+                                    + " engine%n", replay * GRAPH_CALLS, i, r);
+                        }
+                    }
+                }
+                if (replay % report == 0 || replay == replays) {
+                    double seconds = (System.nanoTime() - started) / 1e9;
+                    progress.printf("soak: %d of %d calls, %d outputs differ, %.1f s%n", replay * GRAPH_CALLS, calls,
+                            mismatches, seconds);
+                    progress.flush();
+                }
+            }
+        }
+        return mismatches;
+    }
+
+    private static boolean sameBits(TensorView actual, TensorView expected) {
+        MemorySegment a = actual.memory().asSlice(actual.offset() * actual.dtype().bytes(),
+                actual.numel() * actual.dtype().bytes());
+        MemorySegment e = expected.memory().asSlice(expected.offset() * expected.dtype().bytes(),
+                expected.numel() * expected.dtype().bytes());
+        return a.mismatch(e) == -1;
+    }
+
+    private int finish(String where, long mismatches, int start, int end) {
+        int expectedEnd = (int) (start + calls);
+        boolean counted = end == expectedEnd;
+        boolean ok = mismatches == 0 && counted;
+        report.printf("soak %s: %s: %d calls from counter %d to %d%s, %d outputs differ from the CPU engine%n",
+                ok ? "passed" : "FAILED", where, calls, Integer.toUnsignedLong(start), Integer.toUnsignedLong(end),
+                counted ? "" : " (expected " + Integer.toUnsignedLong(expectedEnd) + ")", mismatches);
+        report.flush();
+        return ok ? 0 : 1;
+    }
+}
