@@ -77,6 +77,12 @@ final class BenchCommand implements Callable<Integer> {
     @Option(names = "--json", paramLabel = "FILE", description = "Also write the results as JSON.")
     Path json;
 
+    @Option(names = "--plot", paramLabel = "FILE.png",
+            description = "Also draw the layer mode with L2 hot (µs per call against batch, log-log, with the peer and"
+                    + " the floors) as a PNG; needs a runtime with java.desktop (not the GPU bundle's: plot its CSV"
+                    + " with `dcp4j plot`).")
+    Path plot;
+
     @Option(names = "--peer-csv", paramLabel = "FILE",
             description = "CSV of a peer (batch,us_per_call,...): unfused_loopback.py's on one GPU, nccl_a2a.py's (the"
                     + " NCCL path) on several; adds its time and dcp4j's ratio to it to the layer rows with L2 hot.")
@@ -94,6 +100,13 @@ final class BenchCommand implements Callable<Integer> {
         }
         Map<Integer, Double> peer = peerCsv == null ? Map.of() : BenchReport.readPeer(peerCsv);
         List<Benchmark.Case> wanted = CaseMatrix.cases(modes, batches, cp, l2, inputs);
+        if (plot != null) {
+            DesktopRuntime.require();
+            if (wanted.stream().noneMatch(c -> c.mode() == Benchmark.Mode.LAYER && !c.flushL2())) {
+                throw new IllegalArgumentException("--plot draws the layer mode with L2 hot: add layer to --modes and"
+                        + " hot to --l2");
+            }
+        }
         if (!ranks.equals("loopback") && wanted.stream().anyMatch(Benchmark.Case::deviceInputs)) {
             throw new IllegalArgumentException("--inputs device is measured with --ranks loopback; got --ranks "
                     + ranks);
@@ -145,6 +158,10 @@ final class BenchCommand implements Callable<Integer> {
             }
             if (json != null && reports) {
                 BenchReport.writeJson(json, results, peer, device, when, bench.copyBytesPerSecond());
+            }
+            if (plot != null && reports) {
+                LayerPlot.write(plot, "dcp4j, layer mode, " + device + ", " + when.substring(0, 16),
+                        LayerPlot.of(results, peer));
             }
             boolean accurate = results.stream().allMatch(r -> Double.isNaN(r.maxRelativeError())
                     || r.maxRelativeError() <= MainJob.TOLERANCE);
