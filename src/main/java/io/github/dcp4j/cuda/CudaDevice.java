@@ -151,6 +151,15 @@ public final class CudaDevice implements AutoCloseable {
         return can[0] != 0;
     }
 
+    /** This GPU's PCI address as the driver names it ({@code domain:bus:device.function}, e.g. 0000:19:00.0). */
+    public String pciBusId() {
+        return call(() -> {
+            String[] id = new String[1];
+            Cuda.check(JCudaDriver.cuDeviceGetPCIBusId(id, 32, device), "cuDeviceGetPCIBusId(" + ordinal + ")");
+            return id[0].trim();
+        });
+    }
+
     /** The primary context's handle (what {@code cuStreamGetCtx} gives for this device's streams). */
     long contextAddress() {
         return Cuda.address(context);

@@ -2,6 +2,7 @@ package io.github.dcp4j.peer;
 
 import io.github.dcp4j.cuda.CudaDevice;
 import io.github.dcp4j.cuda.DeviceBuffer;
+import io.github.dcp4j.cuda.GpuLinks;
 
 import java.util.ArrayList;
 import java.util.List;
@@ -14,6 +15,9 @@ import java.util.Objects;
  * Peer access this group enabled is disabled again on close; access the application had enabled stays.
  */
 public final class PeerAccessWorkspaces implements AutoCloseable {
+    /** Every GPU of one process is on its node. */
+    private static final String THIS_NODE = "this node";
+
     private final List<CudaDevice> devices;
     private final List<DeviceBuffer> buffers = new ArrayList<>();
     private final List<CudaDevice[]> enabled = new ArrayList<>();
@@ -65,6 +69,11 @@ public final class PeerAccessWorkspaces implements AutoCloseable {
                 }
             }
         }
+        List<GpuLinks.Gpu> gpus = new ArrayList<>();
+        for (CudaDevice d : devices) {
+            gpus.add(new GpuLinks.Gpu(THIS_NODE, d.pciBusId()));
+        }
+        GpuLinks.requireLl128Links(gpus, GpuLinks.nvml());
         return new PeerAccessWorkspaces(devices, workspaceBytes);
     }
 

@@ -2,13 +2,19 @@ package io.github.dcp4j.engine.cuda;
 
 import io.github.dcp4j.cuda.Cuda;
 import io.github.dcp4j.cuda.CudaDevice;
+import io.github.dcp4j.cuda.GpuLinks;
 import io.github.dcp4j.engine.FirstFailure;
 import io.github.dcp4j.op.WorkspaceSpec;
 import io.github.dcp4j.peer.IpcWorkspaces;
 import io.github.dcp4j.rendezvous.LauncherEnvironment;
 import io.github.dcp4j.rendezvous.Rendezvous;
 
+import java.net.InetAddress;
+import java.net.UnknownHostException;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.function.Consumer;
@@ -49,6 +55,8 @@ public final class RankSetup implements AutoCloseable {
      * {@link #rendezvousTimeout}). {@code log} receives one line naming the rank, its GPU and the rendezvous.
      *
      * @throws IllegalStateException where no GPU can be used (with the driver's reason)
+     * @throws IllegalArgumentException where two ranks are on different nodes or on two GPUs not joined by NVLink
+     *         ({@link GpuLinks}; every rank refuses alike)
      */
     public static RankSetup fromEnvironment(Duration timeout, Consumer<String> log) {
         Objects.requireNonNull(log, "log");
@@ -66,12 +74,43 @@ public final class RankSetup implements AutoCloseable {
             int gpus = a.deviceCount();
             int sharing = (localWorld + gpus - 1) / gpus;
             CudaDevice device = CudaDevice.open(local % gpus);
+            try {
+                requireLl128Links(rendezvous, device);
+            } catch (RuntimeException e) {
+                device.close();
+                throw e;
+            }
             log.accept(String.format("rank %d of %d (pid %d): %s, %d rank(s) per GPU, rendezvous %s",
                     rendezvous.rank(), world, ProcessHandle.current().pid(), device, sharing, rendezvous.describe()));
             return new RankSetup(rendezvous, device, sharing);
         } catch (RuntimeException e) {
             rendezvous.close();
             throw e;
+        }
+    }
+
+    /**
+     * Every rank's node and GPU (collective), refused where two ranks cannot carry LL128 between them
+     * ({@link GpuLinks}): every rank gathers the same list and reaches the same verdict.
+     */
+    private static void requireLl128Links(Rendezvous rendezvous, CudaDevice device) {
+        String mine = hostName() + "\n" + device.pciBusId();
+        List<GpuLinks.Gpu> gpus = new ArrayList<>();
+        for (byte[] part : rendezvous.allGather("gpu-links", mine.getBytes(StandardCharsets.UTF_8))) {
+            String[] where = new String(part, StandardCharsets.UTF_8).split("\n", 2);
+            if (where.length != 2) {
+                throw new IllegalStateException("a rank's GPU entry in the rendezvous is malformed");
+            }
+            gpus.add(new GpuLinks.Gpu(where[0], where[1]));
+        }
+        GpuLinks.requireLl128Links(gpus, GpuLinks.nvml());
+    }
+
+    private static String hostName() {
+        try {
+            return InetAddress.getLocalHost().getHostName();
+        } catch (UnknownHostException e) {
+            return "localhost";
         }
     }
 
