@@ -30,6 +30,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
 import java.util.concurrent.Callable;
+import java.util.function.IntConsumer;
 
 @Command(name = "soak", mixinStandardHelpOptions = true,
         description = {
@@ -48,6 +49,7 @@ final class SoakCommand implements Callable<Integer> {
     static final int INPUTS = 10;
     /** Launches in one graph, and the calls between two checks. */
     static final int GRAPH_CALLS = 1000;
+    /** The inputs' seed: every rank of a group generates the whole group's inputs from it, alike. */
     static final long SEED = 2027;
 
     @Option(names = "--calls", defaultValue = "1000000",
@@ -129,28 +131,15 @@ final class SoakCommand implements Callable<Integer> {
         try (Arena arena = Arena.ofShared();
              CudaLoopbackEngine engine = CudaLoopbackEngine.open(0, specOf(cp), timeout);
              CudaStream stream = new CudaStream(engine.device())) {
-            List<KernelCall> prepared = new ArrayList<>();
-            List<List<TensorView>> outs = new ArrayList<>();
-            List<List<TensorView>> expected = new ArrayList<>();
-            try {
-                for (int i = 0; i < INPUTS; i++) {
-                    Inputs in = inputs(arena, cp, i);
-                    List<TensorView> out = new ArrayList<>();
-                    for (TensorView o : in.partialO()) {
-                        out.add(output(arena, o));
-                    }
-                    outs.add(out);
-                    expected.add(in.expected());
-                    prepared.add(engine.prepare(in.partialO(), in.partialLse(), out, LseMode.BASE2, stream));
-                }
-                int start = startEpoch();
-                engine.forceEpoch(start);
-                String where = "loopback, " + cp + " ranks in one launch on " + engine.device();
-                long mismatches = run(where, stream, prepared, outs, expected);
-                return finish(where, mismatches, start, engine.epoch(0));
-            } finally {
-                prepared.forEach(KernelCall::close);
+            String where = "loopback, " + cp + " ranks in one launch on " + engine.device();
+            List<Integer> ranks = new ArrayList<>();
+            for (int r = 0; r < cp; r++) {
+                ranks.add(r);
             }
+            long mismatches = soak(where, arena, cp, ranks,
+                    (in, out) -> engine.prepare(in.partialO(), in.partialLse(), out, LseMode.BASE2, stream),
+                    engine::forceEpoch);
+            return finish(where, mismatches, engine.epoch(0));
         }
     }
 
@@ -161,27 +150,48 @@ final class SoakCommand implements Callable<Integer> {
             int cp = setup.worldSize();
             try (Arena arena = Arena.ofShared(); IpcWorkspaces ws = setup.openWorkspaces(specOf(cp).bytes());
                  CudaRankEngine engine = setup.openEngine(ws, timeout)) {
-                List<KernelCall> prepared = new ArrayList<>();
-                List<List<TensorView>> outs = new ArrayList<>();
-                List<List<TensorView>> expected = new ArrayList<>();
-                try {
-                    for (int i = 0; i < INPUTS; i++) {
-                        Inputs in = inputs(arena, cp, i);
-                        TensorView out = output(arena, in.partialO().get(rank));
-                        outs.add(List.of(out));
-                        expected.add(List.of(in.expected().get(rank)));
-                        prepared.add(engine.prepare(in.partialO().get(rank), in.partialLse().get(rank), out, rank, cp,
-                                LseMode.BASE2));
-                    }
-                    int start = startEpoch();
-                    engine.forceEpoch(start);
-                    String where = "rank " + rank + " of " + cp + " (CUDA IPC) on " + setup.device();
-                    long mismatches = run(where, prepared.getFirst().stream(), prepared, outs, expected);
-                    return finish(where, mismatches, start, engine.epoch());
-                } finally {
-                    prepared.forEach(KernelCall::close);
-                }
+                String where = "rank " + rank + " of " + cp + " (CUDA IPC) on " + setup.device();
+                long mismatches = soak(where, arena, cp, List.of(rank),
+                        (in, out) -> engine.prepare(in.partialO().get(rank), in.partialLse().get(rank), out.getFirst(),
+                                rank, cp, LseMode.BASE2),
+                        engine::forceEpoch);
+                return finish(where, mismatches, engine.epoch());
             }
+        }
+    }
+
+    /** Prepares one distinct call on its inputs, writing the outputs of the checked ranks, in their order. */
+    @FunctionalInterface
+    private interface Preparer {
+        KernelCall prepare(Inputs in, List<TensorView> outputs);
+    }
+
+    /**
+     * Prepares the {@link #INPUTS} distinct calls, forces the counter to {@link #startEpoch()} and runs the soak,
+     * checking the outputs of {@code ranks}. Returns the number of outputs found different from the CPU engine's.
+     */
+    private long soak(String where, Arena arena, int cp, List<Integer> ranks, Preparer preparer,
+                      IntConsumer forceEpoch) {
+        List<KernelCall> prepared = new ArrayList<>();
+        List<List<TensorView>> outs = new ArrayList<>();
+        List<List<TensorView>> expected = new ArrayList<>();
+        try {
+            for (int i = 0; i < INPUTS; i++) {
+                Inputs in = inputs(arena, cp, i);
+                List<TensorView> out = new ArrayList<>();
+                List<TensorView> exact = new ArrayList<>();
+                for (int r : ranks) {
+                    out.add(output(arena, in.partialO().get(r)));
+                    exact.add(in.expected().get(r));
+                }
+                outs.add(out);
+                expected.add(exact);
+                prepared.add(preparer.prepare(in, out));
+            }
+            forceEpoch.accept(startEpoch());
+            return run(where, prepared.getFirst().stream(), prepared, outs, expected);
+        } finally {
+            prepared.forEach(KernelCall::close);
         }
     }
 
@@ -239,7 +249,8 @@ final class SoakCommand implements Callable<Integer> {
         return a.mismatch(e) == -1;
     }
 
-    private int finish(String where, long mismatches, int start, int end) {
+    private int finish(String where, long mismatches, int end) {
+        int start = startEpoch();
         int expectedEnd = (int) (start + calls);
         boolean counted = end == expectedEnd;
         boolean ok = mismatches == 0 && counted;
