@@ -2,6 +2,7 @@ package io.github.dcp4j.engine.cpu;
 
 import io.github.dcp4j.engine.FirstFailure;
 import io.github.dcp4j.engine.LocalGroup;
+import io.github.dcp4j.engine.PeerFailedException;
 import io.github.dcp4j.engine.PeerTimeoutException;
 import io.github.dcp4j.layout.Ll128;
 import io.github.dcp4j.op.LseMode;
@@ -26,7 +27,9 @@ import java.util.concurrent.Future;
  * rank at a time); {@link #reduceAll} runs all ranks on the group's own threads.
  *
  * <p>Every wait is bounded by the group's timeout. A rank that times out throws a {@link PeerTimeoutException} naming
- * what it waited for and poisons the group: further calls fail until {@link #reset()} re-zeroes every workspace.
+ * what it waited for and poisons the group: further calls fail until {@link #reset()} re-zeroes every workspace. A
+ * rank whose part of a call fails in any other way once the call has begun poisons the group too, and every rank
+ * waiting in that call stops at once with a {@link PeerFailedException} naming it, its exception as the cause.
  */
 public final class CpuEngine implements LocalGroup {
     /** The engine's name as the CLI prints it. */
@@ -38,7 +41,11 @@ public final class CpuEngine implements LocalGroup {
     private final List<CpuWorkspace> workspaces;
     private final Duration timeout;
     private final ExecutorService rankThreads;
-    private volatile PeerTimeoutException poison;
+    /** The first failure of a call, on which rank; {@code peersStop}: not a wait that gave up, so peers stop too. */
+    record Poison(int rank, RuntimeException cause, boolean peersStop) {
+    }
+
+    private volatile Poison poison;
     private volatile boolean closed;
 
     private CpuEngine(int cpSize, long workspaceBytes, Duration timeout) {
@@ -147,6 +154,11 @@ public final class CpuEngine implements LocalGroup {
      */
     void runRanks(List<ReduceCall> calls) {
         requireUsable();
+        for (ReduceCall call : calls) {
+            requireAlive("partial_o", call.cpRank(), call.partialO());
+            requireAlive("partial_lse", call.cpRank(), call.partialLse());
+            requireAlive("out", call.cpRank(), call.out());
+        }
         List<Future<?>> futures = new ArrayList<>(calls.size());
         for (ReduceCall call : calls) {
             futures.add(rankThreads.submit(() -> workspaces.get(call.cpRank()).execute(call)));
@@ -181,6 +193,18 @@ public final class CpuEngine implements LocalGroup {
         }
     }
 
+    /**
+     * Refuses, before any rank starts, a tensor whose memory was freed since the call was prepared: it would fail one
+     * rank half-way through the call.
+     */
+    static void requireAlive(String name, int rank, Tensor tensor) {
+        TensorView t = TensorView.host(tensor, name + " of rank " + rank, NAME);
+        if (!t.memory().scope().isAlive()) {
+            throw new IllegalStateException(name + " of rank " + rank + " is in memory that was freed (its arena is"
+                    + " closed)");
+        }
+    }
+
     /** The group's threads touch every tensor: memory confined to one thread would fail half-way through a call. */
     private static void requireSharedMemory(String name, int rank, Tensor tensor) {
         TensorView t = TensorView.host(tensor, name + " of rank " + rank, NAME);
@@ -207,18 +231,34 @@ public final class CpuEngine implements LocalGroup {
         poison = null;
     }
 
-    void poison(PeerTimeoutException cause) {
-        if (poison == null) {
-            poison = cause;
+    /**
+     * Records the first failure of a call on {@code rank}: a wait that gave up, or (any other exception) a part of the
+     * call that failed, for which every waiting rank is woken to stop.
+     */
+    void poison(int rank, RuntimeException cause) {
+        boolean peersStop = !(cause instanceof PeerTimeoutException || cause instanceof PeerFailedException);
+        synchronized (this) {
+            if (poison == null) {
+                poison = new Poison(rank, cause, peersStop);
+            }
         }
+        if (peersStop) {
+            workspaces.forEach(CpuWorkspace::wake);
+        }
+    }
+
+    /** The failure that waiting ranks must stop for, or null. */
+    Poison stopping() {
+        Poison p = poison;
+        return p != null && p.peersStop() ? p : null;
     }
 
     void requireUsable() {
         requireOpen();
-        PeerTimeoutException p = poison;
+        Poison p = poison;
         if (p != null) {
-            throw new IllegalStateException("the workspace group is poisoned by an earlier timeout (" + p.getMessage()
-                    + "); call reset() once every rank has returned", p);
+            throw new IllegalStateException("the workspace group is poisoned by rank " + p.rank() + "'s failed call ("
+                    + p.cause().getMessage() + "); call reset() once every rank has returned", p.cause());
         }
     }
 

@@ -1,5 +1,6 @@
 package io.github.dcp4j.engine.cpu;
 
+import io.github.dcp4j.engine.PeerFailedException;
 import io.github.dcp4j.engine.PeerTimeoutException;
 import io.github.dcp4j.engine.RankWorkspace;
 import io.github.dcp4j.layout.Ll128;
@@ -102,12 +103,17 @@ public final class CpuWorkspace implements RankWorkspace {
                     + " thread; a workspace serves one ordered stream of calls: make one workspace group per stream");
         }
         try {
+            // From here the call has begun for the group (its peers may be waiting for this rank): whatever fails
+            // poisons the group, and stops the peers where it is not itself a wait that gave up.
+            CpuEngine.requireAlive("partial_o", rank, partialO);
+            CpuEngine.requireAlive("partial_lse", rank, partialLse);
+            CpuEngine.requireAlive("out", rank, out);
             int epoch = (int) Ll128Lines.takeTicketVolatile(memory, ARRIVALS_PER_CALL);
             send(call, partialO, partialLse, layout, epoch);
             awaitAll(call, layout, epoch);
             mergeAndConsume(call, partialO, partialLse, out, layout, epoch);
-        } catch (PeerTimeoutException e) {
-            group.poison(e);
+        } catch (RuntimeException e) {
+            group.poison(rank, e);
             throw e;
         } finally {
             inCall.set(false);
@@ -144,7 +150,7 @@ public final class CpuWorkspace implements RankWorkspace {
         }
     }
 
-    private void wake() {
+    void wake() {
         VarHandle.fullFence();
         Thread t = waiter;
         if (t != null) {
@@ -178,6 +184,10 @@ public final class CpuWorkspace implements RankWorkspace {
                 }
                 if (!pending) {
                     return;
+                }
+                CpuEngine.Poison failed = group.stopping();
+                if (failed != null) {
+                    throw new PeerFailedException(rank, failed.rank(), failed.cause());
                 }
                 long left = deadline - System.nanoTime();
                 if (left <= 0) {

@@ -2,6 +2,8 @@ package io.github.dcp4j.engine.cpu;
 
 import io.github.dcp4j.DcpLseReduce;
 import io.github.dcp4j.Tensors;
+import io.github.dcp4j.engine.LocalGroup;
+import io.github.dcp4j.engine.PeerFailedException;
 import io.github.dcp4j.engine.PeerTimeoutException;
 import io.github.dcp4j.layout.Ll128Lines;
 import io.github.dcp4j.op.DType;
@@ -390,6 +392,94 @@ class CpuEngineTest {
             group.reset();
             callAndCheck(group, arena, g, LseMode.BASE2);
             callAndCheck(group, arena, Tensors.packed(arena, random, 1, 2, cp, 64, DType.BF16, 3.0), LseMode.BASE2);
+        }
+    }
+
+    /**
+     * Local checks before the group starts: a tensor freed between prepare and run is refused naming it before any
+     * rank takes its ticket, so the group is not poisoned and the next call needs no reset.
+     */
+    @Test
+    void aTensorFreedAfterPrepareIsRefusedBeforeAnyRankStarts() {
+        int cp = 4;
+        try (Arena arena = Arena.ofShared();
+             CpuEngine group = CpuEngine.open(new WorkspaceSpec(2, 2, cp, 64, DType.BF16), Duration.ofSeconds(30))) {
+            SplittableRandom random = new SplittableRandom(41);
+            Tensors.Group g = Tensors.packed(arena, random, 2, 2, cp, 64, DType.BF16, 3.0);
+            Arena own = Arena.ofShared();
+            List<TensorView> partialO = new ArrayList<>(g.partialO());
+            partialO.set(2, g.partialO().get(2).contiguousCopy(own));
+            List<TensorView> out = Tensors.outputs(arena, g);
+            LocalGroup.PreparedCall call = group.prepare(partialO, g.partialLse(), out, LseMode.BASE2);
+            own.close();
+            IllegalStateException e = assertThrows(IllegalStateException.class, call::run);
+            assertTrue(e.getMessage().contains("partial_o of rank 2 is in memory that was freed"), e.getMessage());
+            for (int r = 0; r < cp; r++) {
+                assertEquals(0, group.workspace(r).epoch(), "rank " + r + " took no ticket");
+            }
+            callAndCheck(group, arena, g, LseMode.BASE2);
+        }
+    }
+
+    /**
+     * A rank whose part of a call fails once the call has begun (its partial_o freed before it calls) poisons the
+     * group, and every rank already waiting in that call stops at once, naming it, with its exception as the cause,
+     * instead of waiting for the timeout; a reset recovers.
+     */
+    @Test
+    void aRankWhosePartFailsStopsEveryWaitingRankAtOnceNamingIt() throws Exception {
+        int cp = 4;
+        try (Arena arena = Arena.ofShared();
+             CpuEngine group = CpuEngine.open(new WorkspaceSpec(2, 2, cp, 64, DType.BF16), Duration.ofSeconds(30))) {
+            SplittableRandom random = new SplittableRandom(42);
+            Tensors.Group g = Tensors.packed(arena, random, 2, 2, cp, 64, DType.BF16, 3.0);
+            List<TensorView> out = Tensors.outputs(arena, g);
+            Throwable[] failures = new Throwable[cp];
+            List<Thread> waiting = new ArrayList<>();
+            long start = System.nanoTime();
+            for (int r : new int[] {0, 1, 3}) {
+                waiting.add(Thread.ofPlatform().start(() -> failures[r] = reduceCatching(group, g, out, r,
+                        g.partialO().get(r), cp)));
+            }
+            for (int r : new int[] {0, 1, 3}) {
+                while (group.workspace(r).epoch() == 0) {
+                    Thread.onSpinWait();  // until rank r has taken its ticket and waits for rank 2
+                }
+            }
+            Arena own = Arena.ofShared();
+            TensorView freed = g.partialO().get(2).contiguousCopy(own);
+            own.close();
+            failures[2] = reduceCatching(group, g, out, 2, freed, cp);
+            for (Thread t : waiting) {
+                t.join(10_000);
+            }
+            assertTrue((System.nanoTime() - start) / 1e9 < 10, "stopped at once, not at the 30 s timeout");
+            IllegalStateException cause = assertInstanceOf(IllegalStateException.class, failures[2]);
+            assertTrue(cause.getMessage().contains("partial_o of rank 2 is in memory that was freed"),
+                    cause.getMessage());
+            for (int r : new int[] {0, 1, 3}) {
+                PeerFailedException e = assertInstanceOf(PeerFailedException.class, failures[r], "rank " + r);
+                assertEquals(r, e.rank());
+                assertEquals(2, e.failedRank());
+                assertEquals(cause, e.getCause());
+                assertTrue(e.getMessage().contains("rank 2's part of the call failed"), e.getMessage());
+            }
+            IllegalStateException poisoned = assertThrows(IllegalStateException.class,
+                    () -> group.reduceAll(g.partialO(), g.partialLse(), LseMode.BASE2));
+            assertTrue(poisoned.getMessage().contains("poisoned by rank 2's failed call"), poisoned.getMessage());
+            group.reset();
+            callAndCheck(group, arena, g, LseMode.BASE2);
+        }
+    }
+
+    private static Throwable reduceCatching(CpuEngine group, Tensors.Group g, List<TensorView> out, int rank,
+                                            TensorView partialO, int cp) {
+        try {
+            DcpLseReduce.reduce(partialO, g.partialLse().get(rank), group.workspace(rank), rank, cp, LseMode.BASE2,
+                    out.get(rank));
+            return null;
+        } catch (Throwable t) {
+            return t;
         }
     }
 
