@@ -23,7 +23,7 @@ import java.util.concurrent.Callable;
                 + " per call (median)."},
         subcommands = {WorkspaceSizeCommand.class, ReduceCommand.class, SampleCommand.class, BenchCommand.class,
             LaunchCommand.class, CheckCommand.class, SoakCommand.class, PingCommand.class, PlotCommand.class,
-            CommandLine.HelpCommand.class, AutoComplete.GenerateCompletion.class})
+            CommandLine.HelpCommand.class, AutoComplete.GenerateCompletion.class, ManPageCommand.class})
 public final class Main implements Callable<Integer> {
 
     @CommandLine.Mixin

@@ -59,7 +59,7 @@ final class SoakCommand implements Callable<Integer> {
     @Option(names = "--batch", defaultValue = "1", description = "Tokens per call, 1..64, default ${DEFAULT-VALUE}.")
     int batch;
 
-    @Option(names = "--cp", defaultValue = "8",
+    @Option(names = "--cp", defaultValue = "8", paramLabel = "CP",
             description = "Ranks in loopback, 2..8, default ${DEFAULT-VALUE} (a group's size otherwise).")
     int cpOption;
 

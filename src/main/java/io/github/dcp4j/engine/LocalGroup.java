@@ -40,7 +40,10 @@ public interface LocalGroup extends AutoCloseable {
 
     /** One call of the group, prepared. */
     interface PreparedCall extends AutoCloseable {
-        /** Runs the call on every rank and waits for it; a timeout throws {@link PeerTimeoutException}. */
+        /**
+         * Runs the call on every rank and waits for it; a timeout throws {@link PeerTimeoutException}, and on the CPU
+         * engine a rank whose part failed stops the others with {@link PeerFailedException}.
+         */
         void run();
 
         /** Makes the last run's outputs visible in the host outputs given to {@code prepare} (device outputs are). */
