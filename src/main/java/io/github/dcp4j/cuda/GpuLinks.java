@@ -20,9 +20,13 @@ import static java.lang.foreign.ValueLayout.JAVA_INT;
  * refused before a workspace is opened, naming the pair.
  */
 public final class GpuLinks {
-    /** Where a rank's GPU is: its node and its PCI address there. */
-    public record Gpu(String host, String pciBusId) {
+    /**
+     * Where a rank's GPU is: its node (an identity every process of one machine shares, containers included, such as
+     * the kernel's boot id), the node's name for messages, and the GPU's PCI address there.
+     */
+    public record Gpu(String node, String host, String pciBusId) {
         public Gpu {
+            Objects.requireNonNull(node, "node");
             Objects.requireNonNull(host, "host");
             Objects.requireNonNull(pciBusId, "pciBusId");
             pciBusId = pciBusId.toLowerCase(Locale.ROOT);
@@ -55,7 +59,7 @@ public final class GpuLinks {
             for (int b = a + 1; b < gpus.size(); b++) {
                 Gpu x = gpus.get(a);
                 Gpu y = gpus.get(b);
-                if (!x.host().equals(y.host())) {
+                if (!x.node().equals(y.node())) {
                     throw new IllegalArgumentException("ranks " + a + " (" + x + ") and " + b + " (" + y + ") are on"
                             + " different nodes: a group's ranks share one node (CUDA IPC, docs/DEPLOYMENT.md)");
                 }

@@ -71,7 +71,7 @@ public final class PeerAccessWorkspaces implements AutoCloseable {
         }
         List<GpuLinks.Gpu> gpus = new ArrayList<>();
         for (CudaDevice d : devices) {
-            gpus.add(new GpuLinks.Gpu(THIS_NODE, d.pciBusId()));
+            gpus.add(new GpuLinks.Gpu(THIS_NODE, THIS_NODE, d.pciBusId()));
         }
         GpuLinks.requireLl128Links(gpus, GpuLinks.nvml());
         return new PeerAccessWorkspaces(devices, workspaceBytes);

@@ -21,8 +21,8 @@ class GpuLinksGpuTest {
             // NVML finds the GPU by the driver's address and answers the NVLink query (either way) without an error
             GpuLinks.nvml().nvlink(bus, bus);
             // a group of ranks on this one GPU passes with the real probe
-            GpuLinks.requireLl128Links(List.of(new GpuLinks.Gpu("here", bus), new GpuLinks.Gpu("here", bus)),
-                    GpuLinks.nvml());
+            GpuLinks.Gpu here = new GpuLinks.Gpu("this machine", "here", bus);
+            GpuLinks.requireLl128Links(List.of(here, here), GpuLinks.nvml());
         }
     }
 }

@@ -26,7 +26,7 @@ class GpuLinksTest {
     }
 
     private static GpuLinks.Gpu gpu(String bus) {
-        return new GpuLinks.Gpu("node-1", bus);
+        return new GpuLinks.Gpu("boot-1", "node-1", bus);
     }
 
     @Test
@@ -58,9 +58,15 @@ class GpuLinksTest {
     @Test
     void ranksOnTwoNodesAreRefusedNamingTheNodes() {
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> GpuLinks.requireLl128Links(
-                List.of(gpu("0000:19:00.0"), new GpuLinks.Gpu("node-2", "0000:19:00.0")), new FakeNode()));
+                List.of(gpu("0000:19:00.0"), new GpuLinks.Gpu("boot-2", "node-2", "0000:19:00.0")), new FakeNode()));
         assertTrue(e.getMessage().contains("on node-1) and 1 (GPU 0000:19:00.0 on node-2) are on different nodes"),
                 e.getMessage());
+    }
+
+    @Test
+    void containersOfOneMachineAreOneNodeWhateverTheirHostNames() {
+        GpuLinks.requireLl128Links(List.of(new GpuLinks.Gpu("boot-1", "pod-a", "0000:19:00.0"),
+                new GpuLinks.Gpu("boot-1", "pod-b", "0000:3b:00.0")), new FakeNode());
     }
 
     @Test
@@ -68,6 +74,7 @@ class GpuLinksTest {
         org.junit.jupiter.api.Assumptions.assumeFalse(Cuda.availability().available(), "a driver is present");
         IllegalStateException e = assertThrows(IllegalStateException.class,
                 () -> GpuLinks.nvml().nvlink("0000:19:00.0", "0000:3b:00.0"));
-        assertTrue(e.getMessage().contains("cannot tell whether the group's GPUs are joined by NVLink"), e.getMessage());
+        assertTrue(e.getMessage().contains("cannot tell whether the group's GPUs are joined by NVLink"),
+                e.getMessage());
     }
 }

@@ -9,14 +9,16 @@ import io.github.dcp4j.peer.IpcWorkspaces;
 import io.github.dcp4j.rendezvous.LauncherEnvironment;
 import io.github.dcp4j.rendezvous.Rendezvous;
 
-import java.net.InetAddress;
-import java.net.UnknownHostException;
+import java.io.IOException;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Optional;
 import java.util.function.Consumer;
 
 /**
@@ -27,6 +29,11 @@ import java.util.function.Consumer;
  * for callers that size several workspaces on one rendezvous.
  */
 public final class RankSetup implements AutoCloseable {
+    /** The kernel's id of this boot of the machine: the same in every process and container on it. */
+    private static final Path BOOT_ID = Path.of("/proc/sys/kernel/random/boot_id");
+    /** The machine's name, read without a name lookup (which can stall where DNS is slow). */
+    private static final Path HOST_NAME = Path.of("/proc/sys/kernel/hostname");
+
     private final Rendezvous rendezvous;
     private final CudaDevice device;
     private final int ranksSharingGpu;
@@ -94,23 +101,24 @@ public final class RankSetup implements AutoCloseable {
      * ({@link GpuLinks}): every rank gathers the same list and reaches the same verdict.
      */
     private static void requireLl128Links(Rendezvous rendezvous, CudaDevice device) {
-        String mine = hostName() + "\n" + device.pciBusId();
+        String host = firstLine(HOST_NAME).orElse("unknown host");
+        String mine = firstLine(BOOT_ID).orElse(host) + "\n" + host + "\n" + device.pciBusId();
         List<GpuLinks.Gpu> gpus = new ArrayList<>();
         for (byte[] part : rendezvous.allGather("gpu-links", mine.getBytes(StandardCharsets.UTF_8))) {
-            String[] where = new String(part, StandardCharsets.UTF_8).split("\n", 2);
-            if (where.length != 2) {
+            String[] where = new String(part, StandardCharsets.UTF_8).split("\n", 3);
+            if (where.length != 3) {
                 throw new IllegalStateException("a rank's GPU entry in the rendezvous is malformed");
             }
-            gpus.add(new GpuLinks.Gpu(where[0], where[1]));
+            gpus.add(new GpuLinks.Gpu(where[0], where[1], where[2]));
         }
         GpuLinks.requireLl128Links(gpus, GpuLinks.nvml());
     }
 
-    private static String hostName() {
+    private static Optional<String> firstLine(Path file) {
         try {
-            return InetAddress.getLocalHost().getHostName();
-        } catch (UnknownHostException e) {
-            return "localhost";
+            return Files.readAllLines(file).stream().findFirst().map(String::strip).filter(l -> !l.isEmpty());
+        } catch (IOException e) {
+            return Optional.empty();
         }
     }
 

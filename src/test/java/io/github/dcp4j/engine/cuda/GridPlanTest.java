@@ -89,8 +89,10 @@ class GridPlanTest {
 
     @Test
     void noRowsStillPlanOneBlockAndRow0NeverPlansTheRowKernel() {
-        assertEquals(new GridPlan(true, 1, 1, GridPlan.DEFAULT_SEND_WINDOW, true), GridPlan.of(0, CP, LINES, 66, DEFAULT));
-        assertEquals(new GridPlan(false, 1, 1, GridPlan.DEFAULT_SEND_WINDOW, true), GridPlan.of(0, CP, LINES, 66, TILED));
+        assertEquals(new GridPlan(true, 1, 1, GridPlan.DEFAULT_SEND_WINDOW, true),
+                GridPlan.of(0, CP, LINES, 66, DEFAULT));
+        assertEquals(new GridPlan(false, 1, 1, GridPlan.DEFAULT_SEND_WINDOW, true),
+                GridPlan.of(0, CP, LINES, 66, TILED));
     }
 
     @Test
