@@ -114,7 +114,7 @@ final class LayerPlot {
         }
         System.setProperty("java.awt.headless", "true");
         XYSeries dcp4j = new XYSeries("dcp4j");
-        XYSeries peer = new XYSeries("peer (unfused, same run)");
+        XYSeries peer = new XYSeries("peer (same run)");
         XYSeries launch = new XYSeries("launch floor");
         XYSeries bytes = new XYSeries("byte floor");
         for (Point p : points) {
@@ -132,8 +132,9 @@ final class LayerPlot {
         }
         data.addSeries(launch);
         data.addSeries(bytes);
+        XYLineAndShapeRenderer renderer = new XYLineAndShapeRenderer(true, true);
         XYPlot plot = new XYPlot(data, logAxis("batch (tokens per call)", 2), logAxis("µs per call, all ranks", 10),
-                new XYLineAndShapeRenderer(true, true));
+                renderer);
         plot.setBackgroundPaint(Color.WHITE);
         plot.setDomainGridlinePaint(Color.LIGHT_GRAY);
         plot.setRangeGridlinePaint(Color.LIGHT_GRAY);
@@ -141,11 +142,10 @@ final class LayerPlot {
                 0f);
         for (int i = 0; i < data.getSeriesCount(); i++) {
             Comparable<?> key = data.getSeriesKey(i);
-            XYLineAndShapeRenderer r = (XYLineAndShapeRenderer) plot.getRenderer();
-            r.setSeriesPaint(i, key.equals(dcp4j.getKey()) ? new Color(0xC0, 0x20, 0x20)
+            renderer.setSeriesPaint(i, key.equals(dcp4j.getKey()) ? new Color(0xC0, 0x20, 0x20)
                     : key.equals(peer.getKey()) ? new Color(0x20, 0x50, 0xB0)
                     : key.equals(launch.getKey()) ? Color.GRAY : new Color(0x20, 0x80, 0x40));
-            r.setSeriesStroke(i, key.equals(launch.getKey()) || key.equals(bytes.getKey()) ? dashed
+            renderer.setSeriesStroke(i, key.equals(launch.getKey()) || key.equals(bytes.getKey()) ? dashed
                     : new BasicStroke(2.5f));
         }
         JFreeChart chart = new JFreeChart(title, new Font(Font.SANS_SERIF, Font.BOLD, 15), plot, true);
