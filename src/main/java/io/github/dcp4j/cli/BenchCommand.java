@@ -102,9 +102,10 @@ final class BenchCommand implements Callable<Integer> {
         List<Benchmark.Case> wanted = CaseMatrix.cases(modes, batches, cp, l2, inputs);
         if (plot != null) {
             DesktopRuntime.require();
-            if (wanted.stream().noneMatch(c -> c.mode() == Benchmark.Mode.LAYER && !c.flushL2())) {
-                throw new IllegalArgumentException("--plot draws the layer mode with L2 hot: add layer to --modes and"
-                        + " hot to --l2");
+            if (wanted.stream()
+                    .noneMatch(c -> c.mode() == Benchmark.Mode.LAYER && !c.flushL2() && !c.deviceInputs())) {
+                throw new IllegalArgumentException("--plot draws the layer mode with L2 hot and host inputs: add layer"
+                        + " to --modes, hot to --l2 and host to --inputs");
             }
         }
         if (!ranks.equals("loopback") && wanted.stream().anyMatch(Benchmark.Case::deviceInputs)) {

@@ -37,7 +37,7 @@ final class ManPageCommand implements Callable<Integer> {
         String version = String.join(" ", root.getCommandSpec().version());
         List<Path> written = new ArrayList<>();
         written.add(write(root, version));
-        for (CommandLine sub : root.getSubcommands().values()) {
+        for (CommandLine sub : visibleSubcommands(root)) {
             written.add(write(sub, version));
         }
         PrintWriter out = spec.commandLine().getOut();
@@ -46,6 +46,12 @@ final class ManPageCommand implements Callable<Integer> {
         }
         out.flush();
         return 0;
+    }
+
+    /** The subcommands that --help lists (hidden ones, such as the completion script's generator, have no page). */
+    static List<CommandLine> visibleSubcommands(CommandLine command) {
+        return command.getSubcommands().values().stream()
+                .filter(sub -> !sub.getCommandSpec().usageMessage().hidden()).toList();
     }
 
     /** The page's file name: dcp4j.1 for the root, dcp4j-NAME.1 for a subcommand. */
@@ -68,7 +74,7 @@ final class ManPageCommand implements Callable<Integer> {
     /** One command's page: name, synopsis, description, options, subcommands and see-also. */
     static String page(CommandLine command, String version) {
         CommandSpec c = command.getCommandSpec();
-        CommandLine.Help help = command.getHelp();
+        CommandLine.Help help = new CommandLine.Help(c, CommandLine.Help.defaultColorScheme(CommandLine.Help.Ansi.OFF));
         StringBuilder b = new StringBuilder();
         String[] description = c.usageMessage().description();
         String first = description.length == 0 ? "" : description[0];
@@ -96,9 +102,9 @@ final class ManPageCommand implements Callable<Integer> {
                 }
             }
         }
-        if (!command.getSubcommands().isEmpty()) {
+        if (!visibleSubcommands(command).isEmpty()) {
             b.append(".SH COMMANDS\n");
-            for (CommandLine sub : command.getSubcommands().values()) {
+            for (CommandLine sub : visibleSubcommands(command)) {
                 String[] d = sub.getCommandSpec().usageMessage().description();
                 b.append(".TP\n.B ").append(text(sub.getCommandName())).append('\n')
                         .append(text(summary(d.length == 0 ? "" : d[0]))).append(". See ")

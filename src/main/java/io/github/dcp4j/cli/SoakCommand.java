@@ -27,6 +27,7 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.SplittableRandom;
 import java.util.concurrent.Callable;
@@ -35,10 +36,11 @@ import java.util.function.IntConsumer;
 @Command(name = "soak", mixinStandardHelpOptions = true,
         description = {
             "Runs the op many times at the layer shape (16 heads per rank, head_dim 512, bf16, strided input) across"
-                + " the 32-bit call counter's wrap (forced to half the calls before it) and checks, after every "
-                + SoakCommand.GRAPH_CALLS + " calls, every output of every distinct call against the CPU engine, bit"
-                + " for bit, and the device status word; at the end, that the counter advanced by exactly the calls"
-                + " made.",
+                + " the 32-bit call counter's wrap (forced so that it comes halfway, at a call whose output is"
+                + " checked) and checks the device status word after every " + SoakCommand.GRAPH_CALLS + " calls,"
+                + " the outputs of the last call on each distinct input in those " + SoakCommand.GRAPH_CALLS
+                + " against the CPU engine, bit for bit, and at the end that every rank's counter advanced by exactly"
+                + " the calls made.",
             "Without a group in the environment: loopback, all --cp ranks in one launch on GPU 0. As one rank of a"
                 + " group (`dcp4j launch --nproc N -- soak`, or torchrun): CUDA IPC, cp = the group's size.",
             "The calls are " + SoakCommand.INPUTS + " calls on different inputs, captured " + SoakCommand.GRAPH_CALLS
@@ -49,11 +51,13 @@ final class SoakCommand implements Callable<Integer> {
     static final int INPUTS = 10;
     /** Launches in one graph, and the calls between two checks. */
     static final int GRAPH_CALLS = 1000;
+    /** At most this many calls, so that the 32-bit counter wraps once, halfway. */
+    static final long MAX_CALLS = 1L << 31;
     /** The inputs' seed: every rank of a group generates the whole group's inputs from it, alike. */
     static final long SEED = 2027;
 
     @Option(names = "--calls", defaultValue = "1000000",
-            description = "Calls in all, a multiple of " + GRAPH_CALLS + ", default ${DEFAULT-VALUE}.")
+            description = "Calls in all, a multiple of " + GRAPH_CALLS + " up to 2^31, default ${DEFAULT-VALUE}.")
     long calls;
 
     @Option(names = "--batch", defaultValue = "1", description = "Tokens per call, 1..64, default ${DEFAULT-VALUE}.")
@@ -77,9 +81,9 @@ final class SoakCommand implements Callable<Integer> {
     public Integer call() {
         report = spec.commandLine().getOut();
         progress = spec.commandLine().getErr();
-        if (calls < GRAPH_CALLS || calls % GRAPH_CALLS != 0) {
-            throw new ParameterException(spec.commandLine(),
-                    "--calls must be a positive multiple of " + GRAPH_CALLS + "; got " + calls);
+        if (calls < GRAPH_CALLS || calls % GRAPH_CALLS != 0 || calls > MAX_CALLS) {
+            throw new ParameterException(spec.commandLine(), "--calls must be a positive multiple of " + GRAPH_CALLS
+                    + " up to " + MAX_CALLS + " (the counter wraps once); got " + calls);
         }
         if (batch < 1 || batch > 64) {
             throw new ParameterException(spec.commandLine(), "--batch must be in [1, 64]; got " + batch);
@@ -139,7 +143,11 @@ final class SoakCommand implements Callable<Integer> {
             long mismatches = soak(where, arena, cp, ranks,
                     (in, out) -> engine.prepare(in.partialO(), in.partialLse(), out, LseMode.BASE2, stream),
                     engine::forceEpoch);
-            return finish(where, mismatches, engine.epoch(0));
+            int[] counters = new int[cp];
+            for (int r = 0; r < cp; r++) {
+                counters[r] = engine.epoch(r);
+            }
+            return finish(where, mismatches, counters);
         }
     }
 
@@ -155,7 +163,7 @@ final class SoakCommand implements Callable<Integer> {
                         (in, out) -> engine.prepare(in.partialO().get(rank), in.partialLse().get(rank), out.getFirst(),
                                 rank, cp, LseMode.BASE2),
                         engine::forceEpoch);
-                return finish(where, mismatches, engine.epoch());
+                return finish(where, mismatches, new int[] {engine.epoch()});
             }
         }
     }
@@ -195,14 +203,19 @@ final class SoakCommand implements Callable<Integer> {
         }
     }
 
-    /** The counter value to start from: the wrap comes after half of the calls. */
-    private int startEpoch() {
-        return (int) -(calls / 2);
+    /**
+     * The counter value to start from. The call with counter 0 (the wrap) is a launch of the middle replay among its
+     * last {@link #INPUTS}, the last on their inputs in that replay, whose outputs the check after it reads.
+     */
+    int startEpoch() {
+        long wrapCall = (calls / GRAPH_CALLS / 2) * GRAPH_CALLS + GRAPH_CALLS - INPUTS / 2;
+        return (int) -wrapCall;
     }
 
     /**
      * Replays a graph of {@link #GRAPH_CALLS} launches that cycles through {@code prepared}, checking the status
-     * word and every output after each replay. Returns the number of outputs found different from the CPU engine's.
+     * word after each replay and the outputs its last launch on each input left. Returns the number of outputs found
+     * different from the CPU engine's.
      */
     private long run(String where, CudaStream stream, List<KernelCall> prepared, List<List<TensorView>> outs,
                      List<List<TensorView>> expected) {
@@ -249,14 +262,17 @@ final class SoakCommand implements Callable<Integer> {
         return a.mismatch(e) == -1;
     }
 
-    private int finish(String where, long mismatches, int end) {
+    /** Reports the soak; {@code counters}: the checked ranks' counters at the end. */
+    private int finish(String where, long mismatches, int[] counters) {
         int start = startEpoch();
         int expectedEnd = (int) (start + calls);
-        boolean counted = end == expectedEnd;
+        boolean counted = Arrays.stream(counters).allMatch(c -> c == expectedEnd);
         boolean ok = mismatches == 0 && counted;
-        report.printf("soak %s: %s: %d calls from counter %d to %d%s, %d outputs differ from the CPU engine%n",
-                ok ? "passed" : "FAILED", where, calls, Integer.toUnsignedLong(start), Integer.toUnsignedLong(end),
-                counted ? "" : " (expected " + Integer.toUnsignedLong(expectedEnd) + ")", mismatches);
+        report.printf("soak %s: %s: %d calls, every counter from %d to %d%s, %d outputs differ from the CPU engine%n",
+                ok ? "passed" : "FAILED", where, calls, Integer.toUnsignedLong(start),
+                Integer.toUnsignedLong(expectedEnd), counted ? "" : " (FAILED: ended at "
+                        + Arrays.toString(Arrays.stream(counters).mapToLong(Integer::toUnsignedLong).toArray()) + ")",
+                mismatches);
         report.flush();
         return ok ? 0 : 1;
     }

@@ -87,14 +87,22 @@ public final class GpuLinks {
         static final int P2P_STATUS_OK = 0;          // nvmlGpuP2PStatus_t
 
         private static Nvml loaded;
+        private static IllegalStateException failed;
 
         private final MethodHandle handleByBusId;
         private final MethodHandle p2pStatus;
 
-        /** The library, loaded and initialised once; where that fails, the reason, again at every call. */
+        /** The library, loaded and initialised once; where that failed, the same reason at every call. */
         static synchronized Nvml get() {
-            if (loaded == null) {
-                loaded = new Nvml();
+            if (loaded == null && failed == null) {
+                try {
+                    loaded = new Nvml();
+                } catch (IllegalStateException e) {
+                    failed = e;
+                }
+            }
+            if (failed != null) {
+                throw new IllegalStateException(failed.getMessage(), failed);
             }
             return loaded;
         }

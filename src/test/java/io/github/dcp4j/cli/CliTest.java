@@ -253,6 +253,7 @@ class CliTest {
     @Test
     void soakRefusesCallsThatAreNotWholeGraphsAndOutOfRangeShapesAsUsageErrors() {
         for (String[] args : new String[][] {{"--calls", "1500"}, {"--calls", "0"}, {"--calls", "-1000"},
+                {"--calls", "2147484000"},
                 {"--batch", "0"}, {"--batch", "65"}, {"--cp", "1"}, {"--cp", "9"}}) {
             Result r = run("soak", args[0], args[1]);
             assertEquals(2, r.exitCode(), String.join(" ", args) + ": " + r.err());

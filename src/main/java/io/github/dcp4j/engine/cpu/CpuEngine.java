@@ -41,11 +41,14 @@ public final class CpuEngine implements LocalGroup {
     private final List<CpuWorkspace> workspaces;
     private final Duration timeout;
     private final ExecutorService rankThreads;
-    /** The first failure of a call, on which rank; {@code peersStop}: not a wait that gave up, so peers stop too. */
-    record Poison(int rank, RuntimeException cause, boolean peersStop) {
+    /** A failure of a call and the rank it happened on. */
+    record Poison(int rank, RuntimeException cause) {
     }
 
+    /** The first failure since the last reset: later calls are refused naming it. */
     private volatile Poison poison;
+    /** The first failure that was not a wait giving up: every waiting rank stops for it. */
+    private volatile Poison stop;
     private volatile boolean closed;
 
     private CpuEngine(int cpSize, long workspaceBytes, Duration timeout) {
@@ -229,6 +232,7 @@ public final class CpuEngine implements LocalGroup {
             w.memory().fill((byte) 0);
         }
         poison = null;
+        stop = null;
     }
 
     /**
@@ -239,7 +243,10 @@ public final class CpuEngine implements LocalGroup {
         boolean peersStop = !(cause instanceof PeerTimeoutException || cause instanceof PeerFailedException);
         synchronized (this) {
             if (poison == null) {
-                poison = new Poison(rank, cause, peersStop);
+                poison = new Poison(rank, cause);
+            }
+            if (peersStop && stop == null) {
+                stop = new Poison(rank, cause);
             }
         }
         if (peersStop) {
@@ -249,8 +256,7 @@ public final class CpuEngine implements LocalGroup {
 
     /** The failure that waiting ranks must stop for, or null. */
     Poison stopping() {
-        Poison p = poison;
-        return p != null && p.peersStop() ? p : null;
+        return stop;
     }
 
     void requireUsable() {

@@ -98,7 +98,8 @@ public final class RankSetup implements AutoCloseable {
 
     /**
      * Every rank's node and GPU (collective), refused where two ranks cannot carry LL128 between them
-     * ({@link GpuLinks}): every rank gathers the same list and reaches the same verdict.
+     * ({@link GpuLinks}). Every rank gathers the same list and probes it; the verdicts are gathered too, so that a rank
+     * whose probe fails alone (NVML missing there) fails every rank alike, with the lowest refusing rank's reason.
      */
     private static void requireLl128Links(Rendezvous rendezvous, CudaDevice device) {
         String host = firstLine(HOST_NAME).orElse("unknown host");
@@ -111,7 +112,19 @@ public final class RankSetup implements AutoCloseable {
             }
             gpus.add(new GpuLinks.Gpu(where[0], where[1], where[2]));
         }
-        GpuLinks.requireLl128Links(gpus, GpuLinks.nvml());
+        String verdict = "";
+        try {
+            GpuLinks.requireLl128Links(gpus, GpuLinks.nvml());
+        } catch (IllegalArgumentException | IllegalStateException e) {
+            verdict = e.getMessage();
+        }
+        List<byte[]> verdicts = rendezvous.allGather("gpu-links-verdict", verdict.getBytes(StandardCharsets.UTF_8));
+        for (int r = 0; r < verdicts.size(); r++) {
+            String refusal = new String(verdicts.get(r), StandardCharsets.UTF_8);
+            if (!refusal.isEmpty()) {
+                throw new IllegalArgumentException("rank " + r + " refuses the group: " + refusal);
+            }
+        }
     }
 
     private static Optional<String> firstLine(Path file) {
