@@ -27,18 +27,49 @@ public final class DcpLseReduce {
     /**
      * Bytes of one rank's workspace: 128 + 2 x cp x (maxTokens x localHeads) x RowBytes, where RowBytes =
      * 128 x ceil(W / 15) + 16 x ceil(ceil(W / 15) / 4) and W = headDim x elemBytes / 8.
+     *
+     * @param maxTokens  the most tokens one call may carry
+     * @param localHeads heads each rank owns after the call (H)
+     * @param cpSize     ranks in the group (cp)
+     * @param headDim    elements of one head (D)
+     * @param dtype      the element type of partial_o and the output
+     * @return the workspace's size in bytes, the same on every rank
+     * @throws IllegalArgumentException where an argument is out of its range (named in the message)
      */
     public static long workspaceSize(int maxTokens, int localHeads, int cpSize, int headDim, DType dtype) {
         return new WorkspaceSpec(maxTokens, localHeads, cpSize, headDim, dtype).bytes();
     }
 
-    /** Rank {@code cpRank}'s part of one call, into a fresh host output {@code [rows, D]}; base-2 LSEs. */
+    /**
+     * Rank {@code cpRank}'s part of one call, into a fresh host output {@code [rows, D]}; base-2 LSEs.
+     *
+     * @param partialO   this rank's {@code [T, H, cp, D]} (or {@code [rows, cp, D]}) partial outputs, fp16 or bf16
+     * @param partialLse this rank's {@code [T, H, cp]} log-sum-exps, fp32
+     * @param workspace  this rank's workspace of its group
+     * @param cpRank     this rank, {@code 0 <= cpRank < cpSize}
+     * @param cpSize     ranks in the group
+     * @return the merged rows this rank owns, in host memory
+     * @throws IllegalArgumentException where an argument is refused (nothing is sent)
+     * @throws io.github.dcp4j.engine.PeerTimeoutException where a peer's lines do not arrive within the timeout
+     */
     public static TensorView reduce(Tensor partialO, Tensor partialLse, RankWorkspace workspace, int cpRank,
                                     int cpSize) {
         return reduce(partialO, partialLse, workspace, cpRank, cpSize, LseMode.BASE2);
     }
 
-    /** Rank {@code cpRank}'s part of one call, into a fresh host output {@code [rows, D]}. */
+    /**
+     * Rank {@code cpRank}'s part of one call, into a fresh host output {@code [rows, D]}.
+     *
+     * @param partialO   this rank's {@code [T, H, cp, D]} (or {@code [rows, cp, D]}) partial outputs, fp16 or bf16
+     * @param partialLse this rank's {@code [T, H, cp]} log-sum-exps, fp32
+     * @param workspace  this rank's workspace of its group
+     * @param cpRank     this rank, {@code 0 <= cpRank < cpSize}
+     * @param cpSize     ranks in the group
+     * @param mode       whether the LSEs are base 2 or base e
+     * @return the merged rows this rank owns, in host memory
+     * @throws IllegalArgumentException where an argument is refused (nothing is sent)
+     * @throws io.github.dcp4j.engine.PeerTimeoutException where a peer's lines do not arrive within the timeout
+     */
     public static TensorView reduce(Tensor partialO, Tensor partialLse, RankWorkspace workspace, int cpRank,
                                     int cpSize, LseMode mode) {
         Objects.requireNonNull(partialO, "partial_o");
@@ -47,14 +78,38 @@ public final class DcpLseReduce {
         return out;
     }
 
-    /** Rank {@code cpRank}'s part of one call, into {@code out} ({@code [rows, D]}, contiguous, partial_o's dtype). */
+    /**
+     * Rank {@code cpRank}'s part of one call, into {@code out} ({@code [rows, D]}, contiguous, partial_o's dtype).
+     *
+     * @param partialO   this rank's {@code [T, H, cp, D]} (or {@code [rows, cp, D]}) partial outputs, fp16 or bf16
+     * @param partialLse this rank's {@code [T, H, cp]} log-sum-exps, fp32
+     * @param workspace  this rank's workspace of its group
+     * @param cpRank     this rank, {@code 0 <= cpRank < cpSize}
+     * @param cpSize     ranks in the group
+     * @param mode       whether the LSEs are base 2 or base e
+     * @param out        where the merged rows go; left untouched where the call is refused
+     * @throws IllegalArgumentException where an argument is refused (nothing is sent)
+     * @throws io.github.dcp4j.engine.PeerTimeoutException where a peer's lines do not arrive within the timeout
+     */
     public static void reduce(Tensor partialO, Tensor partialLse, RankWorkspace workspace, int cpRank, int cpSize,
                               LseMode mode, Tensor out) {
         Objects.requireNonNull(workspace, "workspace");
         workspace.reduce(partialO, partialLse, out, cpRank, cpSize, mode);
     }
 
-    /** Every check of one rank's call, including those against its workspace; nothing is read or written. */
+    /**
+     * Every check of one rank's call, including those against its workspace; nothing is read or written.
+     *
+     * @param partialO   this rank's partial outputs
+     * @param partialLse this rank's log-sum-exps
+     * @param out        where the merged rows would go
+     * @param workspace  this rank's workspace of its group
+     * @param cpRank     this rank
+     * @param cpSize     ranks in the group
+     * @param mode       whether the LSEs are base 2 or base e
+     * @return the validated call, with its workspace layout
+     * @throws IllegalArgumentException naming the first argument that is refused, its value and what is allowed
+     */
     public static ReduceCall validate(Tensor partialO, Tensor partialLse, Tensor out, RankWorkspace workspace,
                                       int cpRank, int cpSize, LseMode mode) {
         Objects.requireNonNull(workspace, "workspace");

@@ -35,12 +35,22 @@ public final class Engines {
             this.spelling = spelling;
         }
 
-        /** The name the CLI and the reports use. */
+        /**
+         * The name the CLI and the reports use.
+         *
+         * @return {@code auto}, {@code cpu} or {@code cuda}
+         */
         public String spelling() {
             return spelling;
         }
 
-        /** The choice named {@code name} ({@code auto}, {@code cpu} or {@code cuda}). */
+        /**
+         * The choice named {@code name}.
+         *
+         * @param name {@code auto}, {@code cpu} or {@code cuda}
+         * @return that choice
+         * @throws IllegalArgumentException for any other name, quoting it
+         */
         public static Choice parse(String name) {
             for (Choice c : values()) {
                 if (c.spelling.equals(name)) {
@@ -60,7 +70,12 @@ public final class Engines {
     public record Resolved(Choice engine, String reason) {
     }
 
-    /** The engine {@code choice} opens on this machine, and why ({@code auto} asks the driver, once). */
+    /**
+     * The engine {@code choice} opens on this machine, and why ({@code auto} asks the driver, once).
+     *
+     * @param choice what the caller asks for
+     * @return the engine that runs and the reason
+     */
     public static Resolved resolve(Choice choice) {
         Objects.requireNonNull(choice, "choice");
         Cuda.Availability a = Cuda.availability();
@@ -73,7 +88,15 @@ public final class Engines {
         };
     }
 
-    /** A group of every rank of {@code spec} in this process, on the engine {@code choice} resolves to. */
+    /**
+     * A group of every rank of {@code spec} in this process, on the engine {@code choice} resolves to.
+     *
+     * @param choice  the engine asked for ({@link #resolve} says what it comes to)
+     * @param spec    the workspaces' size: the largest call the group will make
+     * @param timeout how long a rank waits for a peer's line before the call fails
+     * @return the group; close it to free its workspaces
+     * @throws IllegalStateException where {@code cuda} is asked for and no GPU can be used (with the reason)
+     */
     public static LocalGroup openGroup(Choice choice, WorkspaceSpec spec, Duration timeout) {
         return switch (resolve(choice).engine()) {
             case CUDA -> CudaLoopbackEngine.open(0, spec, timeout);
@@ -81,7 +104,11 @@ public final class Engines {
         };
     }
 
-    /** Whether this process was started as one rank of a multi-process group ({@code launch}, torchrun). */
+    /**
+     * Whether this process was started as one rank of a multi-process group ({@code launch}, torchrun).
+     *
+     * @return true where the environment names a rank and a world size
+     */
     public static boolean rankInEnvironment() {
         return RankSetup.inEnvironment();
     }
@@ -91,6 +118,14 @@ public final class Engines {
      * from RANK, WORLD_SIZE and MASTER_ADDR / MASTER_PORT (or DCP4J_RENDEZVOUS_DIR), the GPU from LOCAL_RANK, CUDA
      * IPC workspaces sized by {@code spec}, and the engine on them; closing the engine closes the rest.
      * {@code log} gets one line naming the rank, its GPU and the rendezvous.
+     *
+     * @param spec    the workspaces' size, the same on every rank
+     * @param timeout how long a rank waits for a peer (the rendezvous allows more, for slow starts)
+     * @param log     receives the line describing this rank
+     * @return this rank's engine; closing it closes the workspaces, the GPU and the rendezvous
+     * @throws IllegalStateException where no GPU can be used (with the reason)
+     * @throws IllegalArgumentException where the group cannot carry LL128 (ranks on two nodes, GPUs not joined by
+     *         NVLink) or the launcher's variables are missing or inconsistent (naming them)
      */
     public static CudaRankEngine openRank(WorkspaceSpec spec, Duration timeout, Consumer<String> log) {
         return RankSetup.openRank(spec, timeout, log);

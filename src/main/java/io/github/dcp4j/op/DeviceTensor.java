@@ -24,6 +24,11 @@ import java.util.Objects;
 public record DeviceTensor(long address, int device, DType dtype, long[] shape, long[] strides, long offset)
         implements Tensor {
 
+    /**
+     * A device view, its geometry checked (the memory is checked by the engine, with the driver).
+     *
+     * @throws IllegalArgumentException for a null address, a negative ordinal or an invalid geometry
+     */
     public DeviceTensor {
         Objects.requireNonNull(dtype, "dtype");
         shape = shape.clone();
@@ -37,28 +42,55 @@ public record DeviceTensor(long address, int device, DType dtype, long[] shape, 
         Strides.check(shape, strides, offset);
     }
 
-    /** A contiguous (row-major) view from the memory's first element. */
+    /**
+     * A contiguous (row-major) view from the memory's first element.
+     *
+     * @param address the device address of element 0
+     * @param device  the ordinal of the GPU that holds the memory
+     * @param dtype   the element type
+     * @param shape   the sizes, outermost first
+     * @return the view
+     */
     public static DeviceTensor contiguous(long address, int device, DType dtype, long... shape) {
         return new DeviceTensor(address, device, dtype, shape, Strides.contiguous(shape), 0);
     }
 
-    /** The device address of the view's first element. */
+    /**
+     * The device address of the view's first element.
+     *
+     * @return address + offset x element bytes
+     */
     public long firstByte() {
         return address + offset * dtype.bytes();
     }
 
-    /** Bytes from the view's first element to the end of its last: the span that must lie inside one allocation. */
+    /**
+     * Bytes from the view's first element to the end of its last: the span that must lie inside one allocation.
+     *
+     * @return that span, 0 for an empty view
+     */
     public long spanBytes() {
         return numel() == 0 ? 0 : (lastElement() + 1 - offset) * dtype.bytes();
     }
 
-    /** The same memory with dimensions reordered: dimension i of the result is dimension {@code order[i]} here. */
+    /**
+     * The same memory with dimensions reordered: dimension i of the result is dimension {@code order[i]} here.
+     *
+     * @param order a permutation of {@code 0 .. rank() - 1}
+     * @return the reordered view
+     */
     public DeviceTensor permute(int... order) {
         Strides.Geometry g = Strides.permute(shape, strides, order);
         return new DeviceTensor(address, device, dtype, g.shape(), g.strides(), offset);
     }
 
-    /** Splits dimension {@code dim} into {@code sizes} (their product must equal its size), as torch's unflatten. */
+    /**
+     * Splits dimension {@code dim} into {@code sizes} (their product must equal its size), as torch's unflatten.
+     *
+     * @param dim   the dimension to split
+     * @param sizes the sizes it becomes, outermost first
+     * @return the view with {@code sizes.length - 1} more dimensions
+     */
     public DeviceTensor unflatten(int dim, long... sizes) {
         Strides.Geometry g = Strides.unflatten(shape, strides, dim, sizes);
         return new DeviceTensor(address, device, dtype, g.shape(), g.strides(), offset);

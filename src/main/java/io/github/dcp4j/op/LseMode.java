@@ -13,12 +13,22 @@ public enum LseMode {
         this.spelling = spelling;
     }
 
-    /** The upstream spelling, {@code base2} or {@code basee}. */
+    /**
+     * The upstream spelling.
+     *
+     * @return {@code base2} or {@code basee}
+     */
     public String spelling() {
         return spelling;
     }
 
-    /** Parses {@code base2} or {@code basee}; anything else is rejected with the value it got. */
+    /**
+     * Parses an LSE mode.
+     *
+     * @param value {@code base2} or {@code basee}
+     * @return that mode
+     * @throws IllegalArgumentException for anything else, quoting the value it got
+     */
     public static LseMode parse(String value) {
         for (LseMode mode : values()) {
             if (mode.spelling.equals(value)) {

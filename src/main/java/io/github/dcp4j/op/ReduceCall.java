@@ -31,54 +31,101 @@ import java.util.Objects;
 public record ReduceCall(Tensor partialO, Tensor partialLse, Tensor out, int cpRank, int cpSize, LseMode mode,
                          WorkspaceLayout layout, int rows, int heads, long[] oStrides, long[] lseStrides) {
 
+    /** A call as {@link #validate} builds it (the stride arrays are copied). */
     public ReduceCall {
         oStrides = oStrides.clone();
         lseStrides = lseStrides.clone();
     }
 
+    /**
+     * The strides of partialO along (token, head, peer).
+     *
+     * @return a copy, in elements
+     */
     @Override
     public long[] oStrides() {
         return oStrides.clone();
     }
 
+    /**
+     * The strides of partialLse along (token, head, peer).
+     *
+     * @return a copy, in elements
+     */
     @Override
     public long[] lseStrides() {
         return lseStrides.clone();
     }
 
-    /** The row slice's layout. */
+    /**
+     * The row slice's layout.
+     *
+     * @return how one row of one source lies in lines
+     */
     public RowLayout row() {
         return layout.row();
     }
 
+    /**
+     * Elements of one head.
+     *
+     * @return D
+     */
     public int headDim() {
         return layout.row().headDim();
     }
 
+    /**
+     * The element type of partialO and the output.
+     *
+     * @return fp16 or bf16
+     */
     public DType dtype() {
         return partialO.dtype();
     }
 
-    /** Element index (in partialO's memory) of the first element of {@code partial_o[row, peer, :]}. */
+    /**
+     * Element index (in partialO's memory) of the first element of {@code partial_o[row, peer, :]}.
+     *
+     * @param rowIndex the reduction row, {@code 0 <= rowIndex < rows}
+     * @param peer     the rank the slice belongs to
+     * @return that element's index in partialO's memory
+     */
     public long sliceElement(int rowIndex, int peer) {
         int t = rowIndex / heads;
         int h = rowIndex - t * heads;
         return partialO.offset() + t * oStrides[0] + h * oStrides[1] + peer * oStrides[2];
     }
 
-    /** Element index (in partialLse's memory) of {@code partial_lse[row, peer]}. */
+    /**
+     * Element index (in partialLse's memory) of {@code partial_lse[row, peer]}.
+     *
+     * @param rowIndex the reduction row
+     * @param peer     the rank the value belongs to
+     * @return that element's index in partialLse's memory
+     */
     public long lseElement(int rowIndex, int peer) {
         int t = rowIndex / heads;
         int h = rowIndex - t * heads;
         return partialLse.offset() + t * lseStrides[0] + h * lseStrides[1] + peer * lseStrides[2];
     }
 
-    /** Element index (in out's memory) of {@code out[row, 0]}. */
+    /**
+     * Element index (in out's memory) of {@code out[row, 0]}.
+     *
+     * @param rowIndex the reduction row
+     * @return that element's index in out's memory
+     */
     public long outElement(int rowIndex) {
         return out.offset() + (long) rowIndex * headDim();
     }
 
-    /** The output shape for {@code partialO}'s shape: leading dims flattened, then head_dim. */
+    /**
+     * The output shape for {@code partialO}'s shape: leading dims flattened, then head_dim.
+     *
+     * @param partialO a rank's partial outputs
+     * @return {@code [rows, D]}
+     */
     public static long[] outputShape(Tensor partialO) {
         long[] s = partialO.shape();
         long rows = 1;
@@ -92,6 +139,16 @@ public record ReduceCall(Tensor partialO, Tensor partialLse, Tensor out, int cpR
      * Every check of one rank's call, those against its workspace included, and the call with the workspace's
      * layout. Each error names the argument, its value and what is allowed; dtype errors are {@link DTypeException}s.
      * Nothing is read from or written to any memory here.
+     *
+     * @param partialO   this rank's partial outputs
+     * @param partialLse this rank's log-sum-exps
+     * @param out        where the merged rows go
+     * @param cpRank     this rank
+     * @param cpSize     ranks in the group
+     * @param mode       the LSEs' base
+     * @param workspace  the rank's workspace the call runs on
+     * @return the validated call, with the workspace's layout
+     * @throws IllegalArgumentException naming the first argument refused
      */
     public static ReduceCall validate(Tensor partialO, Tensor partialLse, Tensor out, int cpRank, int cpSize,
                                       LseMode mode, WorkspaceShape workspace) {
@@ -119,6 +176,15 @@ public record ReduceCall(Tensor partialO, Tensor partialLse, Tensor out, int cpR
      * layout of a workspace that holds exactly its rows (for references that need no workspace). Each error names
      * the argument, its value and what is allowed; dtype errors are {@link DTypeException}s. Nothing is read from or
      * written to any memory here.
+     *
+     * @param partialO   this rank's partial outputs
+     * @param partialLse this rank's log-sum-exps
+     * @param out        where the merged rows go
+     * @param cpRank     this rank
+     * @param cpSize     ranks in the group
+     * @param mode       the LSEs' base
+     * @return the validated call, with the layout of a workspace of exactly its rows
+     * @throws IllegalArgumentException naming the first argument refused
      */
     public static ReduceCall validate(Tensor partialO, Tensor partialLse, Tensor out, int cpRank, int cpSize,
                                       LseMode mode) {

@@ -28,6 +28,12 @@ public record TensorView(MemorySegment memory, DType dtype, long[] shape, long[]
     /** Alignment of memory that {@link #allocate} hands out: a whole LL128 line, as the kernels like it. */
     public static final long ALLOCATION_ALIGNMENT = 128;
 
+    /**
+     * A view of {@code memory}, checked: the shape, strides and offset must be valid and the last element inside the
+     * memory.
+     *
+     * @throws IllegalArgumentException naming the geometry and the memory's size where they do not fit
+     */
     public TensorView {
         Objects.requireNonNull(memory, "memory");
         Objects.requireNonNull(dtype, "dtype");
@@ -45,8 +51,13 @@ public record TensorView(MemorySegment memory, DType dtype, long[] shape, long[]
     }
 
     /**
-     * {@code tensor} as a host view, for engines that read and write host memory: a {@link DeviceTensor} is refused
-     * with a message naming {@code argument} and {@code engine}.
+     * {@code tensor} as a host view, for engines that read and write host memory.
+     *
+     * @param tensor   an argument of the op
+     * @param argument its name, for the message
+     * @param engine   the engine's name, for the message
+     * @return {@code tensor} itself, where it is a host view
+     * @throws IllegalArgumentException where it is a {@link DeviceTensor}, naming {@code argument} and {@code engine}
      */
     public static TensorView host(Tensor tensor, String argument, String engine) {
         return switch (tensor) {
@@ -56,18 +67,37 @@ public record TensorView(MemorySegment memory, DType dtype, long[] shape, long[]
         };
     }
 
-    /** A contiguous (row-major) view of {@code memory} from its first byte. */
+    /**
+     * A contiguous (row-major) view of {@code memory} from its first byte.
+     *
+     * @param memory host memory large enough for the shape
+     * @param dtype  the element type
+     * @param shape  the sizes, outermost first
+     * @return the view
+     */
     public static TensorView contiguous(MemorySegment memory, DType dtype, long... shape) {
         return new TensorView(memory, dtype, shape, contiguousStrides(shape), 0);
     }
 
-    /** A contiguous tensor in fresh, zeroed native memory of {@code arena}, 128-byte aligned. */
+    /**
+     * A contiguous tensor in fresh, zeroed native memory of {@code arena}, 128-byte aligned.
+     *
+     * @param arena where the memory comes from (and when it is freed)
+     * @param dtype the element type
+     * @param shape the sizes, outermost first
+     * @return the view of the new memory
+     */
     public static TensorView allocate(Arena arena, DType dtype, long... shape) {
         long bytes = Math.max(1, numel(shape) * dtype.bytes());
         return contiguous(arena.allocate(bytes, ALLOCATION_ALIGNMENT), dtype, shape);
     }
 
-    /** A contiguous copy of this view in fresh native memory of {@code arena}, element by element. */
+    /**
+     * A contiguous copy of this view in fresh native memory of {@code arena}, element by element.
+     *
+     * @param arena where the copy's memory comes from
+     * @return the copy, with this view's dtype and shape
+     */
     public TensorView contiguousCopy(Arena arena) {
         TensorView copy = allocate(arena, dtype, shape);
         long[] index = new long[shape.length];
@@ -80,12 +110,22 @@ public record TensorView(MemorySegment memory, DType dtype, long[] shape, long[]
         return copy;
     }
 
-    /** The element index of the view's last element (its largest, strides being non-negative); needs numel > 0. */
-
+    /**
+     * The row-major strides of a shape.
+     *
+     * @param shape the sizes, outermost first
+     * @return the strides, in elements, of a contiguous view of that shape
+     */
     public static long[] contiguousStrides(long... shape) {
         return Strides.contiguous(shape);
     }
 
+    /**
+     * The number of elements of a shape.
+     *
+     * @param shape the sizes
+     * @return their product (1 for no dimension)
+     */
     public static long numel(long... shape) {
         return Strides.numel(shape);
     }
@@ -100,19 +140,35 @@ public record TensorView(MemorySegment memory, DType dtype, long[] shape, long[]
         return strides.clone();
     }
 
-    /** The same memory with dimensions reordered: dimension i of the result is dimension {@code order[i]} here. */
+    /**
+     * The same memory with dimensions reordered: dimension i of the result is dimension {@code order[i]} here.
+     *
+     * @param order a permutation of {@code 0 .. rank() - 1}
+     * @return the reordered view
+     */
     public TensorView permute(int... order) {
         Strides.Geometry g = Strides.permute(shape, strides, order);
         return new TensorView(memory, dtype, g.shape(), g.strides(), offset);
     }
 
-    /** Splits dimension {@code dim} into {@code sizes} (their product must equal its size), as torch's unflatten. */
+    /**
+     * Splits dimension {@code dim} into {@code sizes} (their product must equal its size), as torch's unflatten.
+     *
+     * @param dim   the dimension to split
+     * @param sizes the sizes it becomes, outermost first
+     * @return the view with {@code sizes.length - 1} more dimensions
+     */
     public TensorView unflatten(int dim, long... sizes) {
         Strides.Geometry g = Strides.unflatten(shape, strides, dim, sizes);
         return new TensorView(memory, dtype, g.shape(), g.strides(), offset);
     }
 
-    /** The element index in {@link #memory()} of the element at {@code index}. */
+    /**
+     * The element index in {@link #memory()} of the element at {@code index}.
+     *
+     * @param index one coordinate per dimension, each within its size
+     * @return offset + the sum of index x stride
+     */
     public long elementOffset(long... index) {
         if (index.length != shape.length) {
             throw new IllegalArgumentException("index " + Arrays.toString(index) + " must have " + shape.length
@@ -129,24 +185,45 @@ public record TensorView(MemorySegment memory, DType dtype, long[] shape, long[]
         return e;
     }
 
-    /** The element at {@code index} as an fp32 value (exact for all three dtypes). */
+    /**
+     * The element at {@code index} as an fp32 value (exact for all three dtypes).
+     *
+     * @param index one coordinate per dimension
+     * @return the element's value
+     */
     public float getFloat(long... index) {
         return loadFloat(elementOffset(index));
     }
 
-    /** Stores {@code value} at {@code index}, rounded to nearest even for fp16 and bf16. */
+    /**
+     * Stores {@code value} at {@code index}, rounded to nearest even for fp16 and bf16.
+     *
+     * @param value the value
+     * @param index one coordinate per dimension
+     */
     public void setFloat(float value, long... index) {
         storeFloat(elementOffset(index), value);
     }
 
-    /** The element at element index {@code element} of {@link #memory()}, as fp32. */
+    /**
+     * The element at element index {@code element} of {@link #memory()}, as fp32.
+     *
+     * @param element an element index of the memory (not of the view's coordinates)
+     * @return its value
+     */
     public float loadFloat(long element) {
         long byteOffset = element * dtype.bytes();
         return dtype == DType.FP32 ? memory.get(FLOAT, byteOffset)
                 : Halves.toFloat(dtype, memory.get(HALF, byteOffset));
     }
 
-    /** Stores {@code value} at element index {@code element} of {@link #memory()}. */
+    /**
+     * Stores {@code value} at element index {@code element} of {@link #memory()}, rounded to nearest even for fp16
+     * and bf16.
+     *
+     * @param element an element index of the memory
+     * @param value   the value
+     */
     public void storeFloat(long element, float value) {
         long byteOffset = element * dtype.bytes();
         if (dtype == DType.FP32) {
@@ -156,12 +233,22 @@ public record TensorView(MemorySegment memory, DType dtype, long[] shape, long[]
         }
     }
 
-    /** The raw 16-bit pattern at element index {@code element} (fp16 and bf16 views). */
+    /**
+     * The raw 16-bit pattern at element index {@code element} (fp16 and bf16 views).
+     *
+     * @param element an element index of the memory
+     * @return its bits
+     */
     public short loadBits(long element) {
         return memory.get(HALF, element * 2);
     }
 
-    /** Stores a raw 16-bit pattern at element index {@code element} (fp16 and bf16 views). */
+    /**
+     * Stores a raw 16-bit pattern at element index {@code element} (fp16 and bf16 views).
+     *
+     * @param element an element index of the memory
+     * @param bits    the bits
+     */
     public void storeBits(long element, short bits) {
         memory.set(HALF, element * 2, bits);
     }

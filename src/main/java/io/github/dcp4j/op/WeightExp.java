@@ -41,12 +41,22 @@ public final class WeightExp {
         return c;
     }
 
-    /** The Taylor coefficients, k = 0..{@link #TAYLOR_DEGREE} (a copy). */
+    /**
+     * The Taylor coefficients of 2^f.
+     *
+     * @return a copy of the coefficients, k = 0..{@link #TAYLOR_DEGREE}
+     */
     public static float[] taylorCoefficients() {
         return TAYLOR.clone();
     }
 
-    /** The weight exponential of {@code x} in {@code mode}'s base, as every engine computes it. */
+    /**
+     * The weight exponential of {@code x} in {@code mode}'s base, as every engine computes it.
+     *
+     * @param mode the LSEs' base
+     * @param x    an LSE minus the row's largest (at most 0)
+     * @return base^x, 0 below the underflow bound
+     */
     public static float exp(LseMode mode, float x) {
         float y = mode == LseMode.BASE2 ? x : x * LOG2_E;
         if (!(y >= ZERO_BELOW)) {
