@@ -9,7 +9,15 @@ package io.github.dcp4j.engine;
 public final class FirstFailure<E extends RuntimeException> {
     private E first;
 
-    /** Records {@code failure}: the first one kept, each later one suppressed in it. */
+    /** An empty collection of failures. */
+    public FirstFailure() {
+    }
+
+    /**
+     * Records {@code failure}: the first one kept, each later one suppressed in it.
+     *
+     * @param failure a failure of one rank or launch
+     */
     public void add(E failure) {
         if (first == null) {
             first = failure;
@@ -18,7 +26,11 @@ public final class FirstFailure<E extends RuntimeException> {
         }
     }
 
-    /** The first failure, or null where there was none. */
+    /**
+     * The first failure.
+     *
+     * @return it, or null where there was none
+     */
     public E first() {
         return first;
     }
@@ -26,6 +38,8 @@ public final class FirstFailure<E extends RuntimeException> {
     /**
      * Runs every step, even after one fails (releasing resources: each is freed whatever happened to the others),
      * then throws the first failure with the later ones suppressed in it.
+     *
+     * @param steps what to run, in order
      */
     public static void runAll(Runnable... steps) {
         FirstFailure<RuntimeException> failure = new FirstFailure<>();

@@ -17,17 +17,37 @@ import java.util.Objects;
  */
 public interface LocalGroup extends AutoCloseable {
 
-    /** The engine's name as the CLI prints it. */
+    /**
+     * The engine's name as the CLI prints it.
+     *
+     * @return {@code cpu} or {@code cuda}
+     */
     String engineName();
 
-    /** What runs the ranks, for reports (threads and cores, or the GPU). */
+    /**
+     * What runs the ranks, for reports.
+     *
+     * @return threads and cores, or the GPU
+     */
     String description();
 
+    /**
+     * Ranks in the group.
+     *
+     * @return cp
+     */
     int cpSize();
 
     /**
      * Validates every rank's arguments (before anything runs) and prepares the call; {@link PreparedCall#run()} then
      * runs it, as often as wanted, on the same inputs.
+     *
+     * @param partialO   every rank's partial outputs, in rank order
+     * @param partialLse every rank's log-sum-exps, in rank order
+     * @param out        every rank's output, in rank order
+     * @param mode       the LSEs' base
+     * @return the prepared call; close it when done
+     * @throws IllegalArgumentException naming the rank and the first argument refused
      */
     PreparedCall prepare(List<? extends Tensor> partialO, List<? extends Tensor> partialLse,
                          List<? extends Tensor> out, LseMode mode);
@@ -35,6 +55,7 @@ public interface LocalGroup extends AutoCloseable {
     /** Re-zeroes every workspace after a failed call (the collective reset); no call may be in flight. */
     void reset();
 
+    /** Frees the workspaces (and the engine's GPU resources); no call may be in flight. */
     @Override
     void close();
 
@@ -49,11 +70,20 @@ public interface LocalGroup extends AutoCloseable {
         /** Makes the last run's outputs visible in the host outputs given to {@code prepare} (device outputs are). */
         void readOutputs();
 
+        /** Frees what the call holds (device copies of host inputs, its launch); the group stays open. */
         @Override
         void close();
     }
 
-    /** One call on every rank: rank r reduces {@code partialO.get(r)}, {@code partialLse.get(r)} into {@code out.get(r)}. */
+    /**
+     * One call on every rank: rank r reduces {@code partialO.get(r)}, {@code partialLse.get(r)} into
+     * {@code out.get(r)}.
+     *
+     * @param partialO   every rank's partial outputs, in rank order
+     * @param partialLse every rank's log-sum-exps, in rank order
+     * @param out        every rank's output, in rank order
+     * @param mode       the LSEs' base
+     */
     default void reduceAll(List<? extends Tensor> partialO, List<? extends Tensor> partialLse,
                            List<? extends Tensor> out, LseMode mode) {
         try (PreparedCall call = prepare(partialO, partialLse, out, mode)) {
@@ -62,7 +92,14 @@ public interface LocalGroup extends AutoCloseable {
         }
     }
 
-    /** As {@link #reduceAll(List, List, List, LseMode)}, into fresh outputs (one per rank, in rank order). */
+    /**
+     * As {@link #reduceAll(List, List, List, LseMode)}, into fresh outputs.
+     *
+     * @param partialO   every rank's partial outputs, in rank order
+     * @param partialLse every rank's log-sum-exps, in rank order
+     * @param mode       the LSEs' base
+     * @return every rank's output, in rank order, in host memory
+     */
     default List<TensorView> reduceAll(List<? extends Tensor> partialO, List<? extends Tensor> partialLse,
                                        LseMode mode) {
         Objects.requireNonNull(partialO, "partial_o");
@@ -78,6 +115,15 @@ public interface LocalGroup extends AutoCloseable {
     /**
      * Every rank's call of a group of {@code cpSize} ranks whose workspaces have {@code workspaceBytes} each: one
      * tensor per rank in each list, each rank's arguments validated, before anything runs.
+     *
+     * @param partialO       every rank's partial outputs
+     * @param partialLse     every rank's log-sum-exps
+     * @param out            every rank's output
+     * @param cpSize         ranks in the group
+     * @param workspaceBytes each rank's workspace size
+     * @param mode           the LSEs' base
+     * @return the validated calls, in rank order
+     * @throws IllegalArgumentException naming the rank and the first argument refused
      */
     static List<ReduceCall> validateAll(List<? extends Tensor> partialO, List<? extends Tensor> partialLse,
                                         List<? extends Tensor> out, int cpSize, long workspaceBytes, LseMode mode) {

@@ -6,9 +6,18 @@ package io.github.dcp4j.engine;
  * reset.
  */
 public final class PeerFailedException extends RuntimeException {
+    /** The rank that stopped waiting. */
     private final int rank;
+    /** The rank whose part failed. */
     private final int failedRank;
 
+    /**
+     * A rank that stopped for a peer's failure.
+     *
+     * @param rank       the rank that stopped waiting
+     * @param failedRank the rank whose part failed
+     * @param cause      that rank's exception
+     */
     public PeerFailedException(int rank, int failedRank, Throwable cause) {
         super("rank " + rank + " stopped waiting: rank " + failedRank + "'s part of the call failed ("
                 + cause.getMessage() + ")", cause);
@@ -16,12 +25,12 @@ public final class PeerFailedException extends RuntimeException {
         this.failedRank = failedRank;
     }
 
-    /** The rank that stopped waiting. */
+    /** {@return the rank that stopped waiting} */
     public int rank() {
         return rank;
     }
 
-    /** The rank whose part of the call failed. */
+    /** {@return the rank whose part of the call failed} */
     public int failedRank() {
         return failedRank;
     }

@@ -63,13 +63,24 @@ public final class CpuEngine implements LocalGroup {
                 0).factory());
     }
 
-    /** A group of {@code spec.cpSize()} ranks, each with a zeroed workspace of {@code spec.bytes()}. */
+    /**
+     * A group of {@code spec.cpSize()} ranks, each with a zeroed workspace of {@code spec.bytes()}.
+     *
+     * @param spec    the largest call the group will make
+     * @param timeout how long a rank waits for a peer's line
+     * @return the group; close it to free the workspaces and stop its threads
+     */
     public static CpuEngine open(WorkspaceSpec spec, Duration timeout) {
         Objects.requireNonNull(spec, "spec");
         return open(spec.cpSize(), spec.bytes(), timeout);
     }
 
-    /** As {@link #open(WorkspaceSpec, Duration)} with the default 10 s timeout. */
+    /**
+     * As {@link #open(WorkspaceSpec, Duration)} with the default 10 s timeout.
+     *
+     * @param spec the largest call the group will make
+     * @return the group
+     */
     public static CpuEngine open(WorkspaceSpec spec) {
         return open(spec, DEFAULT_TIMEOUT);
     }
@@ -77,6 +88,12 @@ public final class CpuEngine implements LocalGroup {
     /**
      * A group of {@code cpSize} ranks with zeroed workspaces of {@code workspaceBytes} each (a size from
      * {@code DcpLseReduce.workspaceSize}).
+     *
+     * @param cpSize         ranks in the group, 1..{@link Ll128#MAX_RANKS}
+     * @param workspaceBytes each rank's workspace size
+     * @param timeout        how long a rank waits for a peer's line, positive
+     * @return the group
+     * @throws IllegalArgumentException naming the argument out of its range
      */
     public static CpuEngine open(int cpSize, long workspaceBytes, Duration timeout) {
         if (cpSize < 1 || cpSize > Ll128.MAX_RANKS) {
@@ -93,15 +110,22 @@ public final class CpuEngine implements LocalGroup {
         return new CpuEngine(cpSize, workspaceBytes, timeout);
     }
 
+    @Override
     public int cpSize() {
         return workspaces.size();
     }
 
+    /** {@return how long a rank waits for a peer's line before its call fails} */
     public Duration timeout() {
         return timeout;
     }
 
-    /** The workspace of {@code rank}: pass it to {@code DcpLseReduce.reduce} on that rank's thread. */
+    /**
+     * The workspace of {@code rank}: pass it to {@code DcpLseReduce.reduce} on that rank's thread.
+     *
+     * @param rank a rank of the group
+     * @return its workspace
+     */
     public CpuWorkspace workspace(int rank) {
         if (rank < 0 || rank >= workspaces.size()) {
             throw new IllegalArgumentException("rank must be in [0, " + workspaces.size() + "); got " + rank);

@@ -69,12 +69,12 @@ public final class CpuWorkspace implements RankWorkspace {
         return CpuEngine.NAME;
     }
 
-    /** The workspace bytes themselves (white-box access, as upstream tests write {@code ws[:4]}). */
+    /** {@return the workspace bytes themselves (white-box access, as upstream tests write {@code ws[:4]})} */
     public MemorySegment memory() {
         return memory;
     }
 
-    /** The call counter this rank's next call will use. */
+    /** {@return the call counter this rank's next call will use} */
     public int epoch() {
         return Ll128Lines.getEpochAcquire(memory);
     }
