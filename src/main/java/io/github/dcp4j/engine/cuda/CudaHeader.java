@@ -22,6 +22,12 @@ public final class CudaHeader {
     private CudaHeader() {
     }
 
+    /**
+     * Writes the header (the build runs this before nvcc).
+     *
+     * @param args the header's path
+     * @throws IOException where it cannot be written
+     */
     public static void main(String[] args) throws IOException {
         if (args.length != 1) {
             System.err.println("usage: CudaHeader OUT.h");

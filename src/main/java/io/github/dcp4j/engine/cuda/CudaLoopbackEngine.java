@@ -84,13 +84,25 @@ public final class CudaLoopbackEngine implements LocalGroup {
     /**
      * A group of {@code spec.cpSize()} ranks on {@code device}, each with a zeroed workspace of {@code spec.bytes()}.
      * The device stays the caller's.
+     *
+     * @param device  the GPU every rank runs on
+     * @param spec    the largest call the group will make
+     * @param timeout how long a rank waits for a peer's line
+     * @return the group; close it to free the workspaces
      */
     public static CudaLoopbackEngine open(CudaDevice device, WorkspaceSpec spec, Duration timeout) {
         Objects.requireNonNull(device, "device");
         return open(device, false, spec, timeout);
     }
 
-    /** As {@link #open(CudaDevice, WorkspaceSpec, Duration)} on GPU {@code ordinal}, which the group opens and closes. */
+    /**
+     * As {@link #open(CudaDevice, WorkspaceSpec, Duration)} on GPU {@code ordinal}, which the group opens and closes.
+     *
+     * @param ordinal the GPU's ordinal
+     * @param spec    the largest call the group will make
+     * @param timeout how long a rank waits for a peer's line
+     * @return the group; close it to free the workspaces
+     */
     public static CudaLoopbackEngine open(int ordinal, WorkspaceSpec spec, Duration timeout) {
         CudaDevice device = CudaDevice.open(ordinal);
         try {
@@ -115,7 +127,13 @@ public final class CudaLoopbackEngine implements LocalGroup {
         }
     }
 
-    /** As {@link #open(CudaDevice, WorkspaceSpec, Duration)} with the default 10 s timeout. */
+    /**
+     * As {@link #open(CudaDevice, WorkspaceSpec, Duration)} with the default 10 s timeout.
+     *
+     * @param device the GPU every rank runs on
+     * @param spec   the largest call the group will make
+     * @return the group
+     */
     public static CudaLoopbackEngine open(CudaDevice device, WorkspaceSpec spec) {
         return open(device, spec, DEFAULT_TIMEOUT);
     }
@@ -135,25 +153,36 @@ public final class CudaLoopbackEngine implements LocalGroup {
         return views.size();
     }
 
+    /** {@return the GPU the group runs on} */
     public CudaDevice device() {
         return device;
     }
 
+    /** {@return how long a rank waits for a peer's line before its call fails} */
     public Duration timeout() {
         return timeout;
     }
 
-    /** Most blocks of the kernel resident at once on this GPU: the grid of one launch never exceeds it. */
+    /** {@return the most blocks of the kernel resident at once on this GPU: the grid of one launch never exceeds it} */
     public int coResidentBlocks() {
         return kernels.coResidentBlocks();
     }
 
-    /** The device-side call counter of {@code rank} (metadata word 0). */
+    /**
+     * The device-side call counter of {@code rank} (metadata word 0).
+     *
+     * @param rank a rank of the group
+     * @return the counter its next call will use
+     */
     public int epoch(int rank) {
         return OwnWorkspace.epoch(views.get(rank));
     }
 
-    /** Overwrites every rank's device-side call counter (white-box, as upstream's tests write {@code ws[:4]}). */
+    /**
+     * Overwrites every rank's device-side call counter (white-box, as upstream's tests write {@code ws[:4]}).
+     *
+     * @param epoch the counter every rank's next call will use
+     */
     public void forceEpoch(int epoch) {
         for (PeerWorkspaces v : views) {
             OwnWorkspace.forceEpoch(v, epoch);
@@ -179,6 +208,14 @@ public final class CudaLoopbackEngine implements LocalGroup {
     /**
      * As {@link #prepare(List, List, List, LseMode)}, to run on {@code stream}: {@link KernelCall#launch()} queues it
      * there without waiting, also inside a capture the caller began on that stream.
+     *
+     * @param partialO   every rank's partial outputs, in rank order (host views or device tensors)
+     * @param partialLse every rank's log-sum-exps, in rank order
+     * @param out        every rank's output, in rank order
+     * @param mode       the LSEs' base
+     * @param stream     the stream the call runs on (the group's workspaces serve one stream)
+     * @return the prepared call; close it when done
+     * @throws IllegalArgumentException naming the rank and the first argument refused
      */
     public KernelCall prepare(List<? extends Tensor> partialO, List<? extends Tensor> partialLse,
                               List<? extends Tensor> out, LseMode mode, CudaStream stream) {
@@ -201,6 +238,13 @@ public final class CudaLoopbackEngine implements LocalGroup {
      * step passes layer after layer) relaunches its prepared launch; its pointers are checked again whenever an
      * allocation was forgotten since, so memory freed through {@code DeviceBuffer} or forgotten with
      * {@code CudaDevice.forgetAllocation} is still refused.
+     *
+     * @param partialO   every rank's partial outputs, device tensors, in rank order
+     * @param partialLse every rank's log-sum-exps, device tensors, in rank order
+     * @param out        every rank's output, device tensors, in rank order
+     * @param mode       the LSEs' base
+     * @param stream     the stream the call is queued on
+     * @throws IllegalArgumentException naming the rank and the first argument refused (nothing is queued)
      */
     public void enqueue(List<? extends Tensor> partialO, List<? extends Tensor> partialLse,
                         List<? extends Tensor> out, LseMode mode, CudaStream stream) {

@@ -67,6 +67,12 @@ public final class CudaPeerGroup implements LocalGroup {
      * A group of {@code devices.size()} ranks, rank r on {@code devices.get(r)} (a GPU may appear several times), each
      * with a zeroed workspace sized by {@code spec} (whose cp_size must be the number of devices). The devices stay
      * the caller's.
+     *
+     * @param devices rank r's GPU at index r
+     * @param spec    the largest call the group will make
+     * @param timeout how long a rank waits for a peer's line
+     * @return the group; close it to free the workspaces
+     * @throws IllegalArgumentException where two GPUs have no peer access or cannot carry LL128 between them
      */
     public static CudaPeerGroup open(List<CudaDevice> devices, WorkspaceSpec spec, Duration timeout) {
         Objects.requireNonNull(devices, "devices");
@@ -105,6 +111,14 @@ public final class CudaPeerGroup implements LocalGroup {
      * As {@link #prepare(List, List, List, LseMode)}, each GPU's launch on the stream {@code onStreams} gives for
      * that GPU (the caller's, see {@link CudaStream#wrap}; one for every GPU of the group): {@code launches()} then
      * queue there without waiting, also inside captures the caller began on those streams.
+     *
+     * @param partialO   every rank's partial outputs, in rank order
+     * @param partialLse every rank's log-sum-exps, in rank order
+     * @param out        every rank's output, in rank order
+     * @param mode       the LSEs' base
+     * @param onStreams  the stream for each GPU of the group
+     * @return the prepared call, one launch per GPU
+     * @throws IllegalArgumentException naming the rank and the first argument refused
      */
     public Prepared prepare(List<? extends Tensor> partialO, List<? extends Tensor> partialLse,
                             List<? extends Tensor> out, LseMode mode, Map<CudaDevice, CudaStream> onStreams) {
@@ -152,7 +166,7 @@ public final class CudaPeerGroup implements LocalGroup {
             this.launches = launches;
         }
 
-        /** One launch per GPU (in order of first appearance), each covering the ranks on that GPU. */
+        /** {@return one launch per GPU (in order of first appearance), each covering the ranks on that GPU} */
         public List<KernelCall> launches() {
             return launches;
         }

@@ -67,8 +67,12 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
      * This process's rank of a group, over {@code view}'s workspaces; collective (every rank opens its engine with the
      * same workspace size and protocol, checked through {@code rendezvous} before anything else).
      *
+     * @param view            this rank's view of every rank's workspace
+     * @param rendezvous      the group's rendezvous, for the collective checks
+     * @param timeout         how long a wait for a peer's line lasts before the call fails
      * @param ranksSharingGpu ranks of the group whose kernels run on this GPU at the same time (several processes on
      *                        one GPU): each rank's grid is capped at its share of the co-resident blocks
+     * @return this rank's engine (collective: every rank opens its own)
      */
     public static CudaRankEngine open(PeerWorkspaces view, Rendezvous rendezvous, Duration timeout,
                                       int ranksSharingGpu) {
@@ -120,11 +124,12 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
         return CudaLoopbackEngine.NAME;
     }
 
+    /** {@return the GPU this rank runs on} */
     public CudaDevice device() {
         return view.device();
     }
 
-    /** The device-side call counter of this rank's workspace. */
+    /** {@return the device-side call counter of this rank's workspace} */
     public int epoch() {
         return OwnWorkspace.epoch(view);
     }
@@ -132,6 +137,8 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
     /**
      * Sets every rank's device-side call counter to {@code epoch} (white-box, for counter-wrap tests); collective: the
      * ranks meet before and after the write, so that no call of another rank sees a half-changed group.
+     *
+     * @param epoch the counter every rank's next call will use
      */
     public void forceEpoch(int epoch) {
         state.requireUsable();
@@ -145,6 +152,13 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
      * Checks this rank's call on every rank (collective) and prepares it on this engine's own stream; the result runs
      * ({@link KernelCall#run()}) or is captured ({@link KernelCall#launch()}) as often as wanted.
      *
+     * @param partialO   this rank's partial outputs (a host view or a device tensor)
+     * @param partialLse this rank's log-sum-exps
+     * @param out        where the merged rows go
+     * @param cpRank     this rank
+     * @param cpSize     ranks in the group
+     * @param mode       the LSEs' base
+     * @return the prepared call; close it when done
      * @throws GroupCheck.MismatchException on every rank when any rank's arguments are invalid or disagree
      */
     public KernelCall prepare(Tensor partialO, Tensor partialLse, Tensor out, int cpRank, int cpSize,
@@ -156,6 +170,16 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
      * As {@link #prepare(Tensor, Tensor, Tensor, int, int, LseMode)}, to run on {@code stream} (the caller's, see
      * {@link CudaStream#wrap}): {@link KernelCall#launch()} queues it there without waiting, also inside a capture
      * the caller began on that stream.
+     *
+     * @param partialO   this rank's partial outputs (a host view or a device tensor)
+     * @param partialLse this rank's log-sum-exps
+     * @param out        where the merged rows go
+     * @param cpRank     this rank
+     * @param cpSize     ranks in the group
+     * @param mode       the LSEs' base
+     * @param stream     the stream the call runs on
+     * @return the prepared call; close it when done
+     * @throws GroupCheck.MismatchException on every rank when any rank's arguments are invalid or disagree
      */
     public KernelCall prepare(Tensor partialO, Tensor partialLse, Tensor out, int cpRank, int cpSize,
                               LseMode mode, CudaStream stream) {

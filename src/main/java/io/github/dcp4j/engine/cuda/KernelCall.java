@@ -105,17 +105,17 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         }
     }
 
-    /** The GPU this call runs on. */
+    /** {@return the GPU this call runs on} */
     public CudaDevice device() {
         return kernels.device();
     }
 
-    /** Blocks of each launched rank. */
+    /** {@return the blocks of each launched rank} */
     public int blocksPerRank() {
         return plan.blocksPerRank();
     }
 
-    /** Whether this call runs the row kernel (docs/CUDA.md), else the tiled one. */
+    /** {@return whether this call runs the row kernel (docs/CUDA.md), else the tiled one} */
     public boolean rowKernel() {
         return plan.rowKernel();
     }
@@ -301,7 +301,7 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         }
     }
 
-    /** The stream this call runs on. */
+    /** {@return the stream this call runs on} */
     public CudaStream stream() {
         return stream;
     }

@@ -44,7 +44,7 @@ public final class RankSetup implements AutoCloseable {
         this.ranksSharingGpu = ranksSharingGpu;
     }
 
-    /** Whether this process was started as a rank of a multi-process group. */
+    /** {@return whether this process was started as a rank of a multi-process group} */
     public static boolean inEnvironment() {
         return Rendezvous.inEnvironment(System.getenv());
     }
@@ -52,6 +52,9 @@ public final class RankSetup implements AutoCloseable {
     /**
      * How long a rank waits at the rendezvous when its peers' kernels wait {@code kernelTimeout}: long enough for a
      * peer whose kernel is timing out (on a GPU it shares in time slices) to arrive.
+     *
+     * @param kernelTimeout the kernel's wait for a peer's line
+     * @return three times it, plus 10 s
      */
     public static Duration rendezvousTimeout(Duration kernelTimeout) {
         return kernelTimeout.multipliedBy(3).plusSeconds(10);
@@ -61,6 +64,9 @@ public final class RankSetup implements AutoCloseable {
      * This rank, from the environment (collective: joins the rendezvous); {@code timeout} is the kernel's (see
      * {@link #rendezvousTimeout}). {@code log} receives one line naming the rank, its GPU and the rendezvous.
      *
+     * @param timeout the kernel's wait for a peer's line
+     * @param log     receives the line describing this rank
+     * @return this rank; close it to leave the rendezvous and release the GPU
      * @throws IllegalStateException where no GPU can be used (with the driver's reason)
      * @throws IllegalArgumentException where two ranks are on different nodes or on two GPUs not joined by NVLink
      *         ({@link GpuLinks}; every rank refuses alike)
@@ -138,6 +144,11 @@ public final class RankSetup implements AutoCloseable {
     /**
      * The whole bootstrap (collective): this rank from the environment, CUDA IPC workspaces sized by {@code spec},
      * and the rank engine on them, which closes the workspaces, the GPU and the rendezvous after itself.
+     *
+     * @param spec    the workspaces' size, the same on every rank
+     * @param timeout the kernel's wait for a peer's line
+     * @param log     receives the line describing this rank
+     * @return this rank's engine
      */
     public static CudaRankEngine openRank(WorkspaceSpec spec, Duration timeout, Consumer<String> log) {
         Objects.requireNonNull(spec, "spec");
@@ -157,33 +168,48 @@ public final class RankSetup implements AutoCloseable {
         }
     }
 
+    /** {@return the group's rendezvous} */
     public Rendezvous rendezvous() {
         return rendezvous;
     }
 
+    /** {@return this rank} */
     public int rank() {
         return rendezvous.rank();
     }
 
+    /** {@return the ranks in the group} */
     public int worldSize() {
         return rendezvous.worldSize();
     }
 
+    /** {@return the GPU this rank runs on} */
     public CudaDevice device() {
         return device;
     }
 
-    /** Ranks whose kernels share this rank's GPU. */
+    /** {@return the ranks whose kernels share this rank's GPU} */
     public int ranksSharingGpu() {
         return ranksSharingGpu;
     }
 
-    /** This rank's CUDA IPC workspaces of {@code bytes} (collective). */
+    /**
+     * This rank's CUDA IPC workspaces of {@code bytes} (collective).
+     *
+     * @param bytes each rank's workspace size
+     * @return every rank's workspace as mapped here; close it after the engine on it
+     */
     public IpcWorkspaces openWorkspaces(long bytes) {
         return IpcWorkspaces.open(device, bytes, rendezvous);
     }
 
-    /** The rank engine over {@code workspaces} (collective); close it before the workspaces. */
+    /**
+     * The rank engine over {@code workspaces} (collective); close it before the workspaces.
+     *
+     * @param workspaces the group's workspaces from {@link #openWorkspaces}
+     * @param timeout    the kernel's wait for a peer's line
+     * @return this rank's engine
+     */
     public CudaRankEngine openEngine(IpcWorkspaces workspaces, Duration timeout) {
         return CudaRankEngine.open(workspaces, rendezvous, timeout, ranksSharingGpu);
     }
