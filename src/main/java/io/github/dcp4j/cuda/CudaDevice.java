@@ -74,7 +74,12 @@ public final class CudaDevice implements AutoCloseable {
         });
     }
 
-    /** Opens GPU {@code ordinal}; the driver must be available ({@link Cuda#availability()}). */
+    /**
+     * Opens GPU {@code ordinal}; the driver must be available ({@link Cuda#availability()}).
+     *
+     * @param ordinal the GPU's ordinal, as CUDA numbers the visible GPUs
+     * @return the device, its primary context retained until {@link #close()}
+     */
     public static CudaDevice open(int ordinal) {
         Cuda.Availability a = Cuda.availability();
         if (!a.available()) {
@@ -92,7 +97,13 @@ public final class CudaDevice implements AutoCloseable {
         return v[0];
     }
 
-    /** Runs {@code work} on this device's thread, with its context current, and returns its result. */
+    /**
+     * Runs {@code work} on this device's thread, with its context current, and returns its result.
+     *
+     * @param <T>  the result's type
+     * @param work what to run
+     * @return its result
+     */
     public <T> T call(Callable<T> work) {
         if (Thread.currentThread() == owner) {
             try {
@@ -132,7 +143,11 @@ public final class CudaDevice implements AutoCloseable {
         }
     }
 
-    /** As {@link #call}, for work without a result. */
+    /**
+     * As {@link #call}, for work without a result.
+     *
+     * @param work what to run
+     */
     public void run(Runnable work) {
         call(() -> {
             work.run();
@@ -140,7 +155,12 @@ public final class CudaDevice implements AutoCloseable {
         });
     }
 
-    /** Whether kernels on this GPU can read and write {@code other}'s memory (peer access; NVLink or PCIe). */
+    /**
+     * Whether kernels on this GPU can read and write {@code other}'s memory (peer access; NVLink or PCIe).
+     *
+     * @param other another GPU (or this one)
+     * @return what the driver reports (true for this GPU itself)
+     */
     public boolean canAccessPeer(CudaDevice other) {
         if (other.ordinal == ordinal) {
             return true;
@@ -151,7 +171,7 @@ public final class CudaDevice implements AutoCloseable {
         return can[0] != 0;
     }
 
-    /** This GPU's PCI address as the driver names it ({@code domain:bus:device.function}, e.g. 0000:19:00.0). */
+    /** {@return this GPU's PCI address as the driver names it, {@code domain:bus:device.function} (0000:19:00.0)} */
     public String pciBusId() {
         return call(() -> {
             String[] id = new String[1];
@@ -177,6 +197,11 @@ public final class CudaDevice implements AutoCloseable {
      * {@link #REMEMBERED_ALLOCATIONS}), and a later span inside it is accepted without a driver call, so an eager call
      * on the same tensors costs no query. {@link DeviceBuffer#close()} forgets its own allocation; memory freed by
      * other means must be forgotten with {@link #forgetAllocation} before its address could be passed again.
+     *
+     * @param argument        the argument's name, for the message
+     * @param first           the device address of the span's first byte
+     * @param bytes           the span's length
+     * @param declaredOrdinal the GPU the caller says holds the memory
      */
     public void requireDeviceSpan(String argument, long first, long bytes, int declaredOrdinal) {
         if (vouchedFor(first, bytes, declaredOrdinal)) {
@@ -212,6 +237,11 @@ public final class CudaDevice implements AutoCloseable {
     /**
      * Whether {@link #requireDeviceSpan} would accept the span without asking the driver: it lies inside an
      * allocation of this GPU the driver vouched for before, and {@code declaredOrdinal} is this GPU.
+     *
+     * @param first           the device address of the span's first byte
+     * @param bytes           the span's length
+     * @param declaredOrdinal the GPU the caller says holds the memory
+     * @return true where no driver call is needed
      */
     public boolean vouchedFor(long first, long bytes, int declaredOrdinal) {
         DeviceSpan known = rememberedSpan(first);
@@ -222,6 +252,8 @@ public final class CudaDevice implements AutoCloseable {
     /**
      * How many times a remembered allocation was forgotten so far: spans {@link #vouchedFor} accepted stay accepted
      * while this is unchanged (nothing remembered can have been freed through dcp4j since).
+     *
+     * @return the count, over every GPU of the process
      */
     public static long forgottenAllocations() {
         return forgotten;
@@ -250,6 +282,8 @@ public final class CudaDevice implements AutoCloseable {
     /**
      * Forgets the allocation that holds {@code address}, if {@link #requireDeviceSpan} remembered one (on any GPU):
      * call it after freeing memory the op was given, so that its address is asked about anew.
+     *
+     * @param address any device address inside the freed allocation
      */
     public static void forgetAllocation(long address) {
         synchronized (ALLOCATIONS) {
@@ -264,6 +298,9 @@ public final class CudaDevice implements AutoCloseable {
     /**
      * Lets kernels in this device's context access {@code other}'s memory. Returns true if this call enabled it, false
      * if it was enabled already (by the application or an earlier group), so that only the enabler disables it.
+     *
+     * @param other the GPU whose memory becomes accessible
+     * @return whether this call enabled it
      */
     public boolean enablePeerAccess(CudaDevice other) {
         return call(() -> {
@@ -276,25 +313,44 @@ public final class CudaDevice implements AutoCloseable {
         });
     }
 
-    /** Undoes {@link #enablePeerAccess} (only where that call returned true). */
+    /**
+     * Undoes {@link #enablePeerAccess} (only where that call returned true).
+     *
+     * @param other the GPU whose memory stops being accessible
+     */
     public void disablePeerAccess(CudaDevice other) {
         run(() -> Cuda.check(JCudaDriver.cuCtxDisablePeerAccess(other.context),
                 "cuCtxDisablePeerAccess(" + ordinal + " -> " + other.ordinal + ")"));
     }
 
-    /** Copies {@code host.byteSize()} bytes from device address {@code address} into {@code host}, synchronously. */
+    /**
+     * Copies {@code host.byteSize()} bytes from device address {@code address} into {@code host}, synchronously.
+     *
+     * @param address the device address to copy from
+     * @param host    where the bytes go (its whole size)
+     */
     public void copyToHost(long address, MemorySegment host) {
         run(() -> Cuda.check(JCudaDriver.cuMemcpyDtoH(DeviceBuffer.hostPointer(host), Cuda.pointer(address),
                 host.byteSize()), "cuMemcpyDtoH"));
     }
 
-    /** Copies {@code host} to device address {@code address}, synchronously. */
+    /**
+     * Copies {@code host} to device address {@code address}, synchronously.
+     *
+     * @param host    the bytes to copy (its whole size)
+     * @param address the device address to copy to
+     */
     public void copyFromHost(MemorySegment host, long address) {
         run(() -> Cuda.check(JCudaDriver.cuMemcpyHtoD(Cuda.pointer(address), DeviceBuffer.hostPointer(host),
                 host.byteSize()), "cuMemcpyHtoD"));
     }
 
-    /** Sets {@code bytes} bytes from device address {@code address} to zero, synchronously. */
+    /**
+     * Sets {@code bytes} bytes from device address {@code address} to zero, synchronously.
+     *
+     * @param address the first byte's device address
+     * @param bytes   how many bytes
+     */
     public void zero(long address, long bytes) {
         run(() -> Cuda.check(JCudaDriver.cuMemsetD8(Cuda.pointer(address), (byte) 0, bytes), "cuMemsetD8"));
     }
@@ -304,24 +360,27 @@ public final class CudaDevice implements AutoCloseable {
         run(() -> Cuda.check(JCudaDriver.cuCtxSynchronize(), "cuCtxSynchronize"));
     }
 
+    /** {@return the GPU's ordinal} */
     public int ordinal() {
         return ordinal;
     }
 
+    /** {@return the GPU's name as the driver reports it} */
     public String name() {
         return name;
     }
 
-    /** Compute capability as major x 10 + minor (90 for Hopper). */
+    /** {@return the compute capability as major x 10 + minor (90 for Hopper)} */
     public int computeCapability() {
         return major * 10 + minor;
     }
 
+    /** {@return the number of streaming multiprocessors} */
     public int multiprocessors() {
         return multiprocessors;
     }
 
-    /** Bytes of L2 cache. */
+    /** {@return the bytes of L2 cache} */
     public long l2Bytes() {
         return l2Bytes;
     }

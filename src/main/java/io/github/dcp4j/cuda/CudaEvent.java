@@ -10,18 +10,33 @@ public final class CudaEvent implements AutoCloseable {
     private final CUevent event = new CUevent();
     private boolean closed;
 
+    /**
+     * A timing event of {@code device}.
+     *
+     * @param device the GPU
+     */
     public CudaEvent(CudaDevice device) {
         this.device = device;
         device.run(() -> Cuda.check(JCudaDriver.cuEventCreate(event, CUevent_flags.CU_EVENT_DEFAULT),
                 "cuEventCreate"));
     }
 
-    /** Records the event on {@code stream} (call on the device thread, inside timed work). */
+    /**
+     * Records the event on {@code stream} (call on the device thread, inside timed work).
+     *
+     * @param stream where the event is recorded
+     */
     public void record(CudaStream stream) {
         Cuda.check(JCudaDriver.cuEventRecord(event, stream.handle()), "cuEventRecord");
     }
 
-    /** Milliseconds between {@code start} and {@code end}, after waiting for {@code end}. */
+    /**
+     * Milliseconds between {@code start} and {@code end}, after waiting for {@code end}.
+     *
+     * @param start the earlier event
+     * @param end   the later event
+     * @return the time between them, in milliseconds
+     */
     public static float elapsedMillis(CudaEvent start, CudaEvent end) {
         return end.device.call(() -> {
             Cuda.check(JCudaDriver.cuEventSynchronize(end.event), "cuEventSynchronize");

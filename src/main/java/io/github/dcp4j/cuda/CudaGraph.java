@@ -19,7 +19,13 @@ public final class CudaGraph implements AutoCloseable {
         this.device = device;
     }
 
-    /** Captures whatever {@code work} queues on {@code stream} (on the device thread) into an executable graph. */
+    /**
+     * Captures whatever {@code work} queues on {@code stream} (on the device thread) into an executable graph.
+     *
+     * @param stream the stream to capture (not the legacy default stream)
+     * @param work   what queues the work, run once during the capture
+     * @return the instantiated graph; close it to free it
+     */
     public static CudaGraph capture(CudaStream stream, Runnable work) {
         CudaDevice device = stream.device();
         CudaGraph g = new CudaGraph(device);
@@ -36,12 +42,21 @@ public final class CudaGraph implements AutoCloseable {
         return g;
     }
 
-    /** Queues one replay on {@code stream} (call on the device thread). */
+    /**
+     * Queues one replay on {@code stream} (call on the device thread).
+     *
+     * @param stream where the replay is queued
+     */
     public void launch(CudaStream stream) {
         Cuda.check(JCudaDriver.cuGraphLaunch(exec, stream.handle()), "cuGraphLaunch");
     }
 
-    /** Queues {@code times} replays on {@code stream} and waits for them. */
+    /**
+     * Queues {@code times} replays on {@code stream} and waits for them.
+     *
+     * @param stream where the replays are queued
+     * @param times  how many
+     */
     public void replay(CudaStream stream, int times) {
         device.run(() -> {
             for (int i = 0; i < times; i++) {

@@ -20,6 +20,11 @@ public final class CudaStream implements AutoCloseable {
     private final boolean owned;
     private boolean closed;
 
+    /**
+     * A new non-blocking stream of {@code device}'s primary context, owned by this object (closed with it).
+     *
+     * @param device the GPU
+     */
     public CudaStream(CudaDevice device) {
         this.device = device;
         this.stream = new CUstream();
@@ -38,6 +43,10 @@ public final class CudaStream implements AutoCloseable {
      * The caller's stream {@code stream}, which must belong to {@code device}'s primary context (the one the CUDA
      * runtime uses, so a stream from {@code cudaStreamCreate} or torch qualifies). Work queued here runs after what
      * the caller queued before it and before what the caller queues after; the stream stays the caller's.
+     *
+     * @param device the GPU whose primary context the stream belongs to
+     * @param stream the caller's stream (not the per-thread default stream)
+     * @return the wrapped stream; closing it leaves the caller's stream as it is
      */
     public static CudaStream wrap(CudaDevice device, CUstream stream) {
         Objects.requireNonNull(device, "device");
@@ -55,20 +64,28 @@ public final class CudaStream implements AutoCloseable {
         return new CudaStream(device, stream);
     }
 
-    /** As {@link #wrap(CudaDevice, CUstream)} for a raw {@code CUstream} / {@code cudaStream_t} handle. */
+    /**
+     * As {@link #wrap(CudaDevice, CUstream)} for a raw {@code CUstream} / {@code cudaStream_t} handle.
+     *
+     * @param device the GPU whose primary context the stream belongs to
+     * @param handle the raw handle (0 is the legacy default stream)
+     * @return the wrapped stream
+     */
     public static CudaStream wrap(CudaDevice device, long handle) {
         return wrap(device, Cuda.stream(handle));
     }
 
+    /** {@return the JCuda stream object} */
     public CUstream handle() {
         return stream;
     }
 
-    /** The raw {@code CUstream} handle. */
+    /** {@return the raw {@code CUstream} handle} */
     public long address() {
         return Cuda.address(stream);
     }
 
+    /** {@return the GPU the stream belongs to} */
     public CudaDevice device() {
         return device;
     }
