@@ -21,7 +21,13 @@ public final class Cuda {
     private Cuda() {
     }
 
-    /** Whether the driver can be used here, and if not, why. */
+    /**
+     * Whether the driver can be used here, and if not, why.
+     *
+     * @param available   whether JCuda's natives load, the driver initialises and a GPU is present
+     * @param deviceCount the GPUs visible (0 where not available)
+     * @param reason      why not, or what was found
+     */
     public record Availability(boolean available, int deviceCount, String reason) {
     }
 
@@ -30,6 +36,8 @@ public final class Cuda {
     /**
      * Loads JCuda's natives, initialises the driver and counts devices, once. Never throws: a machine without
      * libcuda, without a driver or without a GPU gets {@code available() == false} and the reason.
+     *
+     * @return what was found
      */
     public static Availability availability() {
         Availability a = availability;
@@ -67,7 +75,12 @@ public final class Cuda {
         }
     }
 
-    /** Throws a {@link CudaException} naming {@code call} unless {@code result} is CUDA_SUCCESS. */
+    /**
+     * Throws a {@link CudaException} naming {@code call} unless {@code result} is CUDA_SUCCESS.
+     *
+     * @param result the driver call's {@code CUresult}
+     * @param call   the call, for the message
+     */
     public static void check(int result, String call) {
         if (result != CUresult.CUDA_SUCCESS) {
             throw new CudaException(call, result);
@@ -85,7 +98,12 @@ public final class Cuda {
         }
     }
 
-    /** The raw address a JCuda pointer object holds (a device address for a {@link CUdeviceptr}). */
+    /**
+     * The raw address a JCuda pointer object holds (a device address for a {@link CUdeviceptr}).
+     *
+     * @param p a JCuda pointer object
+     * @return its address
+     */
     public static long address(NativePointerObject p) {
         try {
             return NATIVE_POINTER.getLong(p);
@@ -105,7 +123,12 @@ public final class Cuda {
                         + ")")), descriptor);
     }
 
-    /** A JCuda stream for a raw {@code CUstream} handle (0 is the legacy default stream). */
+    /**
+     * A JCuda stream for a raw {@code CUstream} handle (0 is the legacy default stream).
+     *
+     * @param handle the raw handle
+     * @return a JCuda stream object holding it
+     */
     public static CUstream stream(long handle) {
         CUstream s = new CUstream();
         try {
@@ -116,7 +139,12 @@ public final class Cuda {
         return s;
     }
 
-    /** A JCuda device pointer for a raw device address. */
+    /**
+     * A JCuda device pointer for a raw device address.
+     *
+     * @param deviceAddress the address
+     * @return a JCuda pointer holding it
+     */
     public static CUdeviceptr pointer(long deviceAddress) {
         return new CUdeviceptr().withByteOffset(deviceAddress);
     }

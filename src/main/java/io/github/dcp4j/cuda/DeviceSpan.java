@@ -48,6 +48,9 @@ public record DeviceSpan(int memoryType, int deviceOrdinal, long rangeStart, lon
     /**
      * The driver's view of {@code address}, or null where it knows no allocation there (host memory that CUDA did
      * not allocate or register, a freed allocation, another process's address). Call on a device thread.
+     *
+     * @param address any device address
+     * @return the allocation that holds it, or null
      */
     public static DeviceSpan query(long address) {
         try (Arena arena = Arena.ofConfined()) {
@@ -78,7 +81,13 @@ public record DeviceSpan(int memoryType, int deviceOrdinal, long rangeStart, lon
         }
     }
 
-    /** Whether {@code bytes} from {@code first} lie inside this allocation. */
+    /**
+     * Whether {@code bytes} from {@code first} lie inside this allocation.
+     *
+     * @param first the span's first byte
+     * @param bytes its length
+     * @return true where the whole span is inside
+     */
     public boolean contains(long first, long bytes) {
         return first >= rangeStart && bytes >= 0 && first - rangeStart <= rangeBytes - bytes;
     }

@@ -23,8 +23,13 @@ public final class GpuLinks {
     /**
      * Where a rank's GPU is: its node (an identity every process of one machine shares, containers included, such as
      * the kernel's boot id), the node's name for messages, and the GPU's PCI address there.
+     *
+     * @param node     the node's identity
+     * @param host     the node's name, for messages
+     * @param pciBusId the GPU's PCI address (compared regardless of case)
      */
     public record Gpu(String node, String host, String pciBusId) {
+        /** A rank's GPU, its PCI address in lower case. */
         public Gpu {
             Objects.requireNonNull(node, "node");
             Objects.requireNonNull(host, "host");
@@ -41,6 +46,13 @@ public final class GpuLinks {
     /** Whether two distinct GPUs of this node, by PCI address, are joined by NVLink. */
     @FunctionalInterface
     public interface Probe {
+        /**
+         * Whether two GPUs are joined by NVLink.
+         *
+         * @param pciBusIdA one GPU's PCI address
+         * @param pciBusIdB the other's
+         * @return true where NVLink joins them
+         */
         boolean nvlink(String pciBusIdA, String pciBusIdB);
     }
 
@@ -51,6 +63,10 @@ public final class GpuLinks {
      * Refuses a group whose rank r runs on {@code gpus.get(r)} where two ranks are on different nodes, or on two GPUs
      * that {@code probe} does not report joined by NVLink. Ranks on one GPU need no probe: a group on a single GPU
      * never asks it.
+     *
+     * @param gpus  rank r's GPU at index r
+     * @param probe what says whether two GPUs of one node are joined by NVLink
+     * @throws IllegalArgumentException naming the first pair that cannot carry LL128
      */
     public static void requireLl128Links(List<Gpu> gpus, Probe probe) {
         Objects.requireNonNull(gpus, "gpus");
@@ -75,6 +91,8 @@ public final class GpuLinks {
     /**
      * The driver's management library (NVML, {@code libnvidia-ml.so.1}) as the probe: {@code nvmlDeviceGetP2PStatus}
      * with the NVLink capability. Loaded on first use of the probe, and refused with the reason where it cannot be.
+     *
+     * @return the probe
      */
     public static Probe nvml() {
         return (a, b) -> Nvml.get().nvlink(a, b);

@@ -40,7 +40,12 @@ public final class IpcMapping implements AutoCloseable {
         this.address = Cuda.address(pointer);
     }
 
-    /** The IPC handle of {@code buffer}'s allocation, as 64 bytes to send to other processes. */
+    /**
+     * The IPC handle of {@code buffer}'s allocation, as 64 bytes to send to other processes.
+     *
+     * @param buffer memory this process allocated
+     * @return the handle's bytes
+     */
     public static byte[] export(DeviceBuffer buffer) {
         CUipcMemHandle h = new CUipcMemHandle();
         buffer.device().run(() -> Cuda.check(JCudaDriver.cuIpcGetMemHandle(h, buffer.pointer()),
@@ -48,7 +53,13 @@ public final class IpcMapping implements AutoCloseable {
         return reserved(h).clone();
     }
 
-    /** Maps the allocation {@code handle} ({@link #export} of another process) into this process on {@code device}. */
+    /**
+     * Maps the allocation {@code handle} ({@link #export} of another process) into this process on {@code device}.
+     *
+     * @param device the GPU whose context maps it
+     * @param handle the 64 bytes another process exported
+     * @return the mapping; close it to unmap
+     */
     public static IpcMapping open(CudaDevice device, byte[] handle) {
         if (handle.length != HANDLE_BYTES) {
             throw new IllegalArgumentException("a CUDA IPC handle has " + HANDLE_BYTES + " bytes; got "
@@ -65,7 +76,7 @@ public final class IpcMapping implements AutoCloseable {
         }
     }
 
-    /** The mapped allocation's base address in this process. */
+    /** {@return the mapped allocation's base address in this process} */
     public long address() {
         return address;
     }

@@ -95,7 +95,13 @@ public final class KernelLaunch implements AutoCloseable {
     }
 
     /**
-     * @param args the kernel's only parameter, as its bytes (copied)
+     * A launch, its structures built once in this object's arena, to be queued as often as wanted.
+     *
+     * @param function     the kernel
+     * @param grid         blocks in the grid
+     * @param blockThreads threads per block
+     * @param args         the kernel's only parameter, as its bytes (copied)
+     * @param stream       where the launch is queued
      */
     public KernelLaunch(CUfunction function, int grid, int blockThreads, byte[] args, CudaStream stream) {
         this.structs = Structs.allocate(arena, function, grid, blockThreads, args, stream);
@@ -104,6 +110,12 @@ public final class KernelLaunch implements AutoCloseable {
     /**
      * Queues one launch with structures that live for this call only, in memory confined to the calling thread
      * (which must be the device's): no shared arena to set up and close, for launches made once.
+     *
+     * @param function     the kernel
+     * @param grid         blocks in the grid
+     * @param blockThreads threads per block
+     * @param args         the kernel's only parameter, as its bytes (copied)
+     * @param stream       where the launch is queued
      */
     public static void queueOnce(CUfunction function, int grid, int blockThreads, byte[] args, CudaStream stream) {
         try (Arena once = Arena.ofConfined()) {

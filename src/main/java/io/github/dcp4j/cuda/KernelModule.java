@@ -42,6 +42,12 @@ public final class KernelModule implements AutoCloseable {
         this.source = from;
     }
 
+    /**
+     * The kernels built into the jar for this GPU's architecture, loaded into its context.
+     *
+     * @param device the GPU
+     * @return the module; close it to unload
+     */
     public static KernelModule load(CudaDevice device) {
         return new KernelModule(device);
     }
@@ -54,12 +60,17 @@ public final class KernelModule implements AutoCloseable {
         }
     }
 
-    /** Which image was loaded (for reports). */
+    /** {@return which image was loaded (for reports)} */
     public String source() {
         return source;
     }
 
-    /** The kernel named {@code name}. */
+    /**
+     * The kernel named {@code name}.
+     *
+     * @param name the kernel's {@code extern "C"} name
+     * @return its function handle
+     */
     public CUfunction function(String name) {
         return device.call(() -> {
             CUfunction f = new CUfunction();
@@ -68,7 +79,13 @@ public final class KernelModule implements AutoCloseable {
         });
     }
 
-    /** Most blocks of {@code function} ({@code blockThreads}, no dynamic shared memory) resident at once. */
+    /**
+     * Most blocks of {@code function} ({@code blockThreads}, no dynamic shared memory) resident at once.
+     *
+     * @param function     the kernel
+     * @param blockThreads threads per block
+     * @return blocks per SM times the SMs
+     */
     public int coResidentBlocks(CUfunction function, int blockThreads) {
         return device.call(() -> {
             int[] perSm = new int[1];

@@ -38,7 +38,13 @@ public final class MappedHostBuffer implements AutoCloseable {
         memory.fill((byte) 0);
     }
 
-    /** {@code bytes} of zeroed, mapped host memory, allocated in {@code device}'s context. */
+    /**
+     * {@code bytes} of zeroed, mapped host memory, allocated in {@code device}'s context.
+     *
+     * @param device the GPU whose context maps it
+     * @param bytes  the size
+     * @return the buffer; close it to free the memory
+     */
     public static MappedHostBuffer allocate(CudaDevice device, long bytes) {
         if (bytes <= 0) {
             throw new IllegalArgumentException("bytes must be > 0; got " + bytes);
@@ -46,13 +52,13 @@ public final class MappedHostBuffer implements AutoCloseable {
         return new MappedHostBuffer(device, bytes);
     }
 
-    /** The address kernels use. */
+    /** {@return the address kernels use} */
     public long deviceAddress() {
         requireOpen();
         return deviceAddress;
     }
 
-    /** The host's view of the memory (valid until close). */
+    /** {@return the host's view of the memory (valid until close)} */
     public MemorySegment memory() {
         requireOpen();
         return memory;
