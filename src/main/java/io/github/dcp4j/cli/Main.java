@@ -25,6 +25,9 @@ import java.util.concurrent.Callable;
             LaunchCommand.class, CheckCommand.class, SoakCommand.class, PingCommand.class, PlotCommand.class,
             CommandLine.HelpCommand.class, AutoComplete.GenerateCompletion.class, ManPageCommand.class})
 public final class Main implements Callable<Integer> {
+    /** The command tree's root; picocli fills its options. */
+    public Main() {
+    }
 
     @CommandLine.Mixin
     MainJob mainJob = new MainJob();
@@ -37,6 +40,11 @@ public final class Main implements Callable<Integer> {
         return mainJob.run(spec.commandLine().getOut(), spec.commandLine().getErr());
     }
 
+    /**
+     * Runs the CLI and exits with its code.
+     *
+     * @param args the command line
+     */
     public static void main(String[] args) {
         try {
             LaunchCommand.stopWithLauncher(System.getenv(), System.err);
@@ -47,7 +55,14 @@ public final class Main implements Callable<Integer> {
         System.exit(run(args, new PrintWriter(System.out, true), new PrintWriter(System.err, true)));
     }
 
-    /** Runs the CLI with the given streams and returns its exit code (0 ok, 1 failure, 2 usage error). */
+    /**
+     * Runs the CLI with the given streams and returns its exit code.
+     *
+     * @param args the command line
+     * @param out  where the output goes
+     * @param err  where errors and progress go
+     * @return 0 ok, 1 failure, 2 usage error
+     */
     public static int run(String[] args, PrintWriter out, PrintWriter err) {
         CommandLine cli = new CommandLine(new Main());
         cli.setOut(out);

@@ -61,12 +61,22 @@ public final class SafeTensors {
             Map.entry("BF16", 2), Map.entry("I32", 4), Map.entry("U32", 4), Map.entry("F32", 4),
             Map.entry("I64", 8), Map.entry("U64", 8), Map.entry("F64", 8));
 
-    /** One tensor entry of a header. */
+    /**
+     * One tensor entry of a header.
+     *
+     * @param name  the tensor's name
+     * @param dtype its dtype string as the header has it
+     * @param shape its sizes (defensively copied)
+     * @param begin the first byte of its data, from the start of the data section
+     * @param end   one past its last byte
+     */
     public record Entry(String name, String dtype, long[] shape, long begin, long end) {
+        /** An entry, its shape copied. */
         public Entry {
             shape = shape.clone();
         }
 
+        /** {@return a copy of the sizes} */
         @Override
         public long[] shape() {
             return shape.clone();
@@ -76,14 +86,23 @@ public final class SafeTensors {
     /**
      * What a file holds: every entry of its header, and a view of each tensor whose dtype the op knows (F16, BF16,
      * F32), in header order.
+     *
+     * @param entries every entry of the header, in order
+     * @param tensors the tensors read, by name, in header order
      */
     public record Contents(List<Entry> entries, SequencedMap<String, TensorView> tensors) {
+        /** The contents, both collections copied (unmodifiable). */
         public Contents {
             entries = List.copyOf(entries);
             tensors = java.util.Collections.unmodifiableSequencedMap(new LinkedHashMap<>(tensors));
         }
 
-        /** The entry named {@code name}, or null. */
+        /**
+         * The entry named {@code name}.
+         *
+         * @param name a tensor's name
+         * @return its entry, or null where there is none
+         */
         public Entry entry(String name) {
             return entries.stream().filter(e -> e.name().equals(name)).findFirst().orElse(null);
         }
@@ -92,6 +111,12 @@ public final class SafeTensors {
     /**
      * Reads {@code path} whole: every entry is checked, and the tensors whose dtype the op knows are copied into
      * fresh 128-byte-aligned native memory of {@code arena}.
+     *
+     * @param path  the file
+     * @param arena where the tensors' memory comes from
+     * @return the entries and the tensors read
+     * @throws IOException where the file cannot be read
+     * @throws SafeTensorsException where it is malformed, saying what and where
      */
     public static Contents read(Path path, Arena arena) throws IOException {
         if (!Files.isRegularFile(path)) {
@@ -243,6 +268,10 @@ public final class SafeTensors {
     /**
      * Writes {@code tensors} (in iteration order, each contiguous) to {@code path} atomically: the file appears
      * whole or not at all.
+     *
+     * @param path    the file to write (replaced where it exists)
+     * @param tensors the tensors by name, in the order they are written
+     * @throws IOException where the file cannot be written (nothing is left behind)
      */
     public static void write(Path path, SequencedMap<String, TensorView> tensors) throws IOException {
         for (Map.Entry<String, TensorView> e : tensors.entrySet()) {

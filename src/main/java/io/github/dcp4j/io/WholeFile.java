@@ -20,6 +20,12 @@ public final class WholeFile {
     /** What writes the file's bytes. */
     @FunctionalInterface
     public interface Body {
+        /**
+         * Writes the file's bytes.
+         *
+         * @param out the temporary file's stream
+         * @throws IOException where writing fails (the file is then not moved into place)
+         */
         void writeTo(OutputStream out) throws IOException;
     }
 
@@ -27,6 +33,10 @@ public final class WholeFile {
      * Writes {@code body} to a short unpredictable name beside {@code path}, created new (never an existing file or
      * link) with the umask's mode, as the output will have, then moves it into place; on any failure the temporary
      * file is removed and {@code path} is untouched.
+     *
+     * @param path the file to write
+     * @param body what writes its bytes
+     * @throws IOException where the file cannot be written
      */
     public static void write(Path path, Body body) throws IOException {
         Path dir = path.toAbsolutePath().getParent();
