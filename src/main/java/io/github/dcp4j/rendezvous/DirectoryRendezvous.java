@@ -53,6 +53,15 @@ public final class DirectoryRendezvous implements Rendezvous {
     /** This rank's file of the last completed exchange, deleted when the next one completes. */
     private Path lastOwnFile;
 
+    /**
+     * A rank of a group meeting in {@code dir}, without a job secret.
+     *
+     * @param dir       the shared directory
+     * @param job       the job's id: files of other jobs are refused
+     * @param rank      this rank
+     * @param worldSize the ranks in the group
+     * @param timeout   how long one exchange waits for every rank
+     */
     public DirectoryRendezvous(Path dir, String job, int rank, int worldSize, Duration timeout) {
         this(dir, job, JobSecret.NONE, rank, worldSize, timeout);
     }

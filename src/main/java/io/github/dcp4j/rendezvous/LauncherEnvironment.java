@@ -27,6 +27,7 @@ import java.util.Optional;
  * @param launcher    which launcher's variables these are, as its variable prefix ("RANK", "OMPI_COMM_WORLD",
  *                    "PMI", "SLURM")
  * @param rank        in [0, worldSize)
+ * @param worldSize   ranks in the group
  * @param localRank   in [0, localWorldSize); the rank when the launcher does not say
  * @param localWorldSize ranks on this node; the world size when the launcher does not say
  * @param jobId       the launcher's job id, where it has one
@@ -34,7 +35,7 @@ import java.util.Optional;
  */
 public record LauncherEnvironment(String launcher, int rank, int worldSize, int localRank, int localWorldSize,
                                   Optional<String> jobId, Optional<String> rank0Host) {
-
+    /** An environment, checked: ranks within their sizes. */
     public LauncherEnvironment {
         if (worldSize < 1) {
             throw new IllegalArgumentException(launcher + ": the world size must be >= 1; got " + worldSize);
@@ -70,7 +71,12 @@ public record LauncherEnvironment(String launcher, int rank, int worldSize, int 
      */
     private static final String SLURM_STEP_ID = "SLURM_STEP_ID";
 
-    /** Whether some launcher's rank variable is set. */
+    /**
+     * Whether some launcher's rank variable is set.
+     *
+     * @param env the process environment
+     * @return true where one is
+     */
     public static boolean present(Map<String, String> env) {
         return ORDER.stream().anyMatch(n -> names(env, n));
     }
@@ -82,6 +88,8 @@ public record LauncherEnvironment(String launcher, int rank, int worldSize, int 
     /**
      * This process's place in its group, from the first launcher whose rank variable is set.
      *
+     * @param env the process environment
+     * @return the launcher's rank, sizes, job id and rank 0's host
      * @throws IllegalArgumentException where none is set, or the chosen launcher's variables are missing or bad
      */
     public static LauncherEnvironment of(Map<String, String> env) {

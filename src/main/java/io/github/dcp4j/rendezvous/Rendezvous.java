@@ -16,25 +16,33 @@ import java.util.Optional;
  */
 public interface Rendezvous extends AutoCloseable {
 
-    /** This participant's rank, in [0, worldSize). */
+    /** {@return this participant's rank, in [0, worldSize)} */
     int rank();
 
+    /** {@return the ranks in the group} */
     int worldSize();
 
-    /** How long one exchange waits for every rank. */
+    /** {@return how long one exchange waits for every rank} */
     Duration timeout();
 
-    /** Where the ranks meet, for messages (a directory or host:port). */
+    /** {@return where the ranks meet, for messages (a directory or host:port)} */
     String describe();
 
     /**
      * Contributes {@code mine} under {@code key} and returns every rank's contribution, indexed by rank.
      *
+     * @param key  the exchange's name, the same on every rank (see {@link #requireKey})
+     * @param mine this rank's contribution
+     * @return every rank's contribution, by rank
      * @throws RendezvousException when a rank does not arrive within the timeout, left, or is foreign
      */
     List<byte[]> allGather(String key, byte[] mine);
 
-    /** Waits until every rank has reached {@code key}. */
+    /**
+     * Waits until every rank has reached {@code key}.
+     *
+     * @param key the barrier's name, the same on every rank
+     */
     default void barrier(String key) {
         allGather(key, new byte[0]);
     }
@@ -82,6 +90,10 @@ public interface Rendezvous extends AutoCloseable {
      * under SLURM {@link #slurmPort}. The job id is {@code DCP4J_JOB_ID}, else {@code TORCHELASTIC_RUN_ID}, else
      * the launcher's ({@code SLURM_JOB_ID}), else "default"; every message is tagged with {@code DCP4J_JOB_SECRET}
      * where it is set.
+     *
+     * @param env     the process environment
+     * @param timeout how long one exchange waits for every rank
+     * @return this rank's rendezvous, joined
      */
     static Rendezvous fromEnvironment(Map<String, String> env, Duration timeout) {
         LauncherEnvironment launch = LauncherEnvironment.of(env);
@@ -125,6 +137,9 @@ public interface Rendezvous extends AutoCloseable {
     /**
      * The store's port where only SLURM's job id says which: 20000 + the job id's last four digits, the same on every
      * rank of the job and different for jobs that share a node.
+     *
+     * @param jobId SLURM's job id
+     * @return the port, as a string
      */
     static String slurmPort(String jobId) {
         String digits = jobId.replaceAll("[^0-9]", "");
@@ -132,12 +147,17 @@ public interface Rendezvous extends AutoCloseable {
         return Integer.toString(20000 + last);
     }
 
-    /** A fresh random secret for one run of a job, to give every rank as {@code DCP4J_JOB_SECRET}. */
+    /** {@return a fresh random secret for one run of a job, to give every rank as {@code DCP4J_JOB_SECRET}} */
     static String newJobSecret() {
         return JobSecret.generate();
     }
 
-    /** Whether the environment names a rank of a multi-process group (some launcher's rank variable is set). */
+    /**
+     * Whether the environment names a rank of a multi-process group (some launcher's rank variable is set).
+     *
+     * @param env the process environment
+     * @return true where it does
+     */
     static boolean inEnvironment(Map<String, String> env) {
         return LauncherEnvironment.present(env);
     }
@@ -149,7 +169,12 @@ public interface Rendezvous extends AutoCloseable {
         return Integer.parseInt(v.trim());
     }
 
-    /** Checks rank and world size, shared by the implementations. */
+    /**
+     * Checks rank and world size, shared by the implementations.
+     *
+     * @param rank      the rank
+     * @param worldSize the ranks in the group
+     */
     static void requireRank(int rank, int worldSize) {
         if (worldSize < 1) {
             throw new IllegalArgumentException("world size must be >= 1; got " + worldSize);
@@ -159,7 +184,11 @@ public interface Rendezvous extends AutoCloseable {
         }
     }
 
-    /** Keys become file names and wire strings: letters, digits, '-', '_' and '.'. */
+    /**
+     * Keys become file names and wire strings: letters, digits, '-', '_' and '.'.
+     *
+     * @param key the key to check
+     */
     static void requireKey(String key) {
         if (key == null || !key.matches("[A-Za-z0-9_.-]{1,100}") || key.startsWith(".")) {
             throw new IllegalArgumentException("rendezvous key must be 1-100 of [A-Za-z0-9_.-], not starting with"

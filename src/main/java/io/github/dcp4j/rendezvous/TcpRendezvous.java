@@ -86,6 +86,14 @@ public final class TcpRendezvous implements Rendezvous {
      * interface alone where {@code host} is a loopback address (a one-node group stays off the network), else on every
      * interface (the name the other ranks resolve may differ from the one rank 0 resolves); the other ranks retry
      * their connection until it is up or the timeout passes.
+     *
+     * @param host      where rank 0 serves the store
+     * @param port      its port (0 on rank 0: any free one, see {@link #storePort()})
+     * @param job       the job's id: other jobs' ranks are refused
+     * @param rank      this rank
+     * @param worldSize the ranks in the group
+     * @param timeout   how long one exchange waits for every rank
+     * @return this rank, joined
      */
     public static TcpRendezvous connect(String host, int port, String job, int rank, int worldSize,
                                         Duration timeout) {
@@ -146,7 +154,7 @@ public final class TcpRendezvous implements Rendezvous {
         }
     }
 
-    /** The port rank 0's store listens on (the one given, or the one chosen when 0 was given); -1 on other ranks. */
+    /** {@return the port rank 0's store listens on (as given, or the one chosen for 0); -1 on other ranks} */
     public int storePort() {
         return store == null ? -1 : store.port();
     }
