@@ -20,6 +20,7 @@ import java.util.Objects;
 public record ExternalWorkspaces(CudaDevice device, int rank, List<Long> baseAddresses, long offset,
                                  long workspaceBytes) implements PeerWorkspaces {
 
+    /** The application's workspaces, checked: sizes, offsets and every address 128-byte aligned. */
     public ExternalWorkspaces {
         Objects.requireNonNull(device, "device");
         Objects.requireNonNull(baseAddresses, "baseAddresses");

@@ -33,12 +33,18 @@ public final class GroupCheck {
      * @param problems what this rank's local checks refused (empty if nothing)
      */
     public record Claim(Map<String, String> fields, List<String> problems) {
+        /** A claim, both collections copied (unmodifiable). */
         public Claim {
             fields = Collections.unmodifiableMap(new LinkedHashMap<>(fields));
             problems = List.copyOf(problems);
         }
 
-        /** A claim without problems: {@code nameValue} alternates field names and values. */
+        /**
+         * A claim without problems.
+         *
+         * @param nameValue field names and values, alternating
+         * @return the claim
+         */
         public static Claim of(Object... nameValue) {
             if (nameValue.length % 2 != 0) {
                 throw new IllegalArgumentException("name/value pairs expected; got " + nameValue.length + " items");
@@ -50,7 +56,12 @@ public final class GroupCheck {
             return new Claim(fields, List.of());
         }
 
-        /** This claim with {@code problem} added (null adds nothing). */
+        /**
+         * This claim with {@code problem} added.
+         *
+         * @param problem what a local check refused, or null for nothing
+         * @return the claim with it
+         */
         public Claim withProblem(String problem) {
             if (problem == null) {
                 return this;
@@ -99,6 +110,7 @@ public final class GroupCheck {
 
     /** Thrown on every rank when a rank's claim disagrees; the message names each rank and what it disagreed about. */
     public static final class MismatchException extends IllegalArgumentException {
+        /** Each rank's disagreement, as the message lists them. */
         private final List<String> disagreements;
 
         MismatchException(String what, List<String> disagreements) {
@@ -106,12 +118,21 @@ public final class GroupCheck {
             this.disagreements = List.copyOf(disagreements);
         }
 
+        /** {@return each rank's disagreement, as the message lists them} */
         public List<String> disagreements() {
             return disagreements;
         }
     }
 
-    /** Exchanges {@code mine} through {@code rendezvous} under {@code key} and {@link #verify}s every rank's claim. */
+    /**
+     * Exchanges {@code mine} through {@code rendezvous} under {@code key} and {@link #verify}s every rank's claim.
+     *
+     * @param rendezvous the group's rendezvous
+     * @param key        the exchange's name, the same on every rank
+     * @param what       what is checked, for the message
+     * @param mine       this rank's claim
+     * @throws MismatchException on every rank alike, where any rank's claim disagrees or has a problem
+     */
     public static void agree(Rendezvous rendezvous, String key, String what, Claim mine) {
         Objects.requireNonNull(mine, "claim");
         List<byte[]> raw = rendezvous.allGather(key, mine.toBytes());
@@ -126,6 +147,10 @@ public final class GroupCheck {
      * Refuses the group's claims (index = rank) if any rank reported a problem or any field differs between ranks.
      * A field's expected value is the one most ranks claim (the lowest such rank's on a tie); each rank that differs
      * is named. A rank that reported a problem is named for it alone (its fields may be missing).
+     *
+     * @param what   what is checked, for the message
+     * @param claims every rank's claim, by rank
+     * @throws MismatchException where any claim disagrees or has a problem
      */
     public static void verify(String what, List<Claim> claims) {
         List<String> disagreements = new ArrayList<>();

@@ -62,6 +62,11 @@ public final class IpcWorkspaces implements PeerWorkspaces, AutoCloseable {
      * This process's rank of the group {@code rendezvous} connects: allocates and zeroes a workspace of
      * {@code workspaceBytes} on {@code device}, exchanges IPC handles, maps every peer's. Collective: every rank calls
      * it with the same size.
+     *
+     * @param device         this rank's GPU
+     * @param workspaceBytes every rank's workspace size
+     * @param rendezvous     the group's rendezvous, for the handles
+     * @return every rank's workspace as mapped here; close it to unmap and free
      */
     public static IpcWorkspaces open(CudaDevice device, long workspaceBytes, Rendezvous rendezvous) {
         Objects.requireNonNull(device, "device");

@@ -30,7 +30,14 @@ public final class LoopbackWorkspaces implements AutoCloseable {
         }
     }
 
-    /** {@code cpSize} zeroed workspaces of {@code workspaceBytes} on {@code device}. */
+    /**
+     * {@code cpSize} zeroed workspaces of {@code workspaceBytes} on {@code device}.
+     *
+     * @param device         the GPU
+     * @param cpSize         ranks in the group
+     * @param workspaceBytes each rank's workspace size
+     * @return the workspaces; close to free them
+     */
     public static LoopbackWorkspaces allocate(CudaDevice device, int cpSize, long workspaceBytes) {
         Objects.requireNonNull(device, "device");
         if (cpSize < 1) {
@@ -42,11 +49,17 @@ public final class LoopbackWorkspaces implements AutoCloseable {
         return new LoopbackWorkspaces(device, cpSize, workspaceBytes);
     }
 
+    /** {@return the ranks in the group} */
     public int cpSize() {
         return buffers.size();
     }
 
-    /** Rank {@code r}'s view of the group. */
+    /**
+     * Rank {@code r}'s view of the group.
+     *
+     * @param r a rank
+     * @return its view: every rank's workspace address
+     */
     public PeerWorkspaces rank(int r) {
         return GroupView.of("loopback", device, r, buffers);
     }

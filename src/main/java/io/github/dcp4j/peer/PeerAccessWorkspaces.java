@@ -47,6 +47,11 @@ public final class PeerAccessWorkspaces implements AutoCloseable {
     /**
      * Rank r's zeroed workspace of {@code workspaceBytes} on {@code devices.get(r)}, with peer access between every
      * pair of distinct GPUs. The devices stay the caller's.
+     *
+     * @param devices        rank r's GPU at index r
+     * @param workspaceBytes each rank's workspace size
+     * @return the workspaces; close to free them and undo the peer access this enabled
+     * @throws IllegalArgumentException where two GPUs have no peer access or cannot carry LL128 between them
      */
     public static PeerAccessWorkspaces allocate(List<CudaDevice> devices, long workspaceBytes) {
         Objects.requireNonNull(devices, "devices");
@@ -87,11 +92,17 @@ public final class PeerAccessWorkspaces implements AutoCloseable {
         return d;
     }
 
+    /** {@return the ranks in the group} */
     public int cpSize() {
         return devices.size();
     }
 
-    /** Rank {@code r}'s view: its GPU and every rank's workspace address (valid in every context of this process). */
+    /**
+     * Rank {@code r}'s view: its GPU and every rank's workspace address (valid in every context of this process).
+     *
+     * @param r a rank
+     * @return its view
+     */
     public PeerWorkspaces rank(int r) {
         if (r < 0 || r >= devices.size()) {
             throw new IllegalArgumentException("rank must be in [0, " + devices.size() + "); got " + r);

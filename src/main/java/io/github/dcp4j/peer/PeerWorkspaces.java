@@ -16,26 +16,38 @@ import java.util.function.IntToLongFunction;
  */
 public interface PeerWorkspaces {
 
-    /** The provider's name: loopback, ipc, peer-access or external. */
+    /** {@return the provider's name: loopback, ipc, peer-access or external} */
     String provider();
 
-    /** The GPU this rank's kernel runs on; every address is valid in this process's context on it. */
+    /** {@return the GPU this rank's kernel runs on; every address is valid in this process's context on it} */
     CudaDevice device();
 
+    /** {@return this rank} */
     int rank();
 
+    /** {@return the ranks in the group} */
     int cpSize();
 
-    /** Bytes of every rank's workspace (the same on all ranks). */
+    /** {@return the bytes of every rank's workspace (the same on all ranks)} */
     long workspaceBytes();
 
-    /** Offset of the workspace inside every rank's buffer. */
+    /** {@return the offset of the workspace inside every rank's buffer} */
     long offset();
 
-    /** Base address of rank {@code r}'s buffer, in this process. */
+    /**
+     * Base address of rank {@code r}'s buffer, in this process.
+     *
+     * @param r a rank
+     * @return the address
+     */
     long baseAddress(int r);
 
-    /** Address of rank {@code r}'s workspace, in this process. */
+    /**
+     * Address of rank {@code r}'s workspace, in this process.
+     *
+     * @param r a rank
+     * @return the buffer's base address plus the offset
+     */
     default long workspaceAddress(int r) {
         return baseAddress(r) + offset();
     }
@@ -43,12 +55,22 @@ public interface PeerWorkspaces {
     /**
      * The local checks every rank runs before any launch: rank within the group, a workspace of at least the
      * metadata line, and every workspace address non-null and 128-byte aligned.
+     *
+     * @param p the view to check
      */
     static void requireValid(PeerWorkspaces p) {
         requireValid(p.rank(), p.cpSize(), p.workspaceBytes(), p.offset(), p::baseAddress);
     }
 
-    /** As {@link #requireValid(PeerWorkspaces)}, on the values a view is made of. */
+    /**
+     * As {@link #requireValid(PeerWorkspaces)}, on the values a view is made of.
+     *
+     * @param rank           this rank
+     * @param cpSize         ranks in the group
+     * @param workspaceBytes every rank's workspace size
+     * @param offset         the workspace's offset in every buffer
+     * @param baseAddress    rank r's buffer base address
+     */
     static void requireValid(int rank, int cpSize, long workspaceBytes, long offset, IntToLongFunction baseAddress) {
         if (cpSize < 1 || cpSize > Ll128.MAX_RANKS) {
             throw new IllegalArgumentException("cp_size must be in [1, " + Ll128.MAX_RANKS + "]; got " + cpSize);
