@@ -25,8 +25,14 @@ public final class ConformanceCases {
     private ConformanceCases() {
     }
 
-    /** One call's inputs, every rank's: {@code partial_o [T, H, cp, D]} and {@code partial_lse [T, H, cp]}. */
+    /**
+     * One call's inputs, every rank's: {@code partial_o [T, H, cp, D]} and {@code partial_lse [T, H, cp]}.
+     *
+     * @param partialO   rank r's partial outputs at index r
+     * @param partialLse rank r's log-sum-exps at index r
+     */
     public record GroupInputs(List<TensorView> partialO, List<TensorView> partialLse) {
+        /** The inputs, both lists copied. */
         public GroupInputs {
             partialO = List.copyOf(partialO);
             partialLse = List.copyOf(partialLse);
@@ -49,11 +55,17 @@ public final class ConformanceCases {
      * One case.
      *
      * @param name    what it covers, as the runners report it
+     * @param heads   heads each rank owns (H)
+     * @param headDim elements of one head (D)
+     * @param dtype   fp16 or bf16
+     * @param mode    the LSEs' base
      * @param strided inputs as views {@code [T, H, cp, D]} of attention outputs {@code [T, cp x H, D]} (else packed)
+     * @param rows    which LSE values the rows carry (random, or the special NaN and infinity rows)
      * @param tokens  the tokens of each call, in order, on one workspace
      */
     public record Case(String name, int heads, int headDim, DType dtype, LseMode mode, boolean strided, LseRows rows,
                        List<Integer> tokens) {
+        /** A case, checked: at least one call, and what the special rows need. */
         public Case {
             tokens = List.copyOf(tokens);
             if (tokens.isEmpty()) {
@@ -65,17 +77,36 @@ public final class ConformanceCases {
             }
         }
 
-        /** The workspace of the case's calls for {@code cp} ranks: sized for its largest call. */
+        /**
+         * The workspace of the case's calls for {@code cp} ranks: sized for its largest call.
+         *
+         * @param cp ranks in the group
+         * @return the spec
+         */
         public WorkspaceSpec spec(int cp) {
             return new WorkspaceSpec(Collections.max(tokens), heads, cp, headDim, dtype);
         }
 
-        /** The spec of call {@code call} alone (its own token count), for a reference engine sized to it. */
+        /**
+         * The spec of call {@code call} alone (its own token count), for a reference engine sized to it.
+         *
+         * @param cp   ranks in the group
+         * @param call the call's index in {@link #tokens()}
+         * @return the spec
+         */
         public WorkspaceSpec callSpec(int cp, int call) {
             return new WorkspaceSpec(tokens.get(call), heads, cp, headDim, dtype);
         }
 
-        /** Call {@code call}'s inputs for {@code cp} ranks, the same for every {@code seed}, case and call. */
+        /**
+         * Call {@code call}'s inputs for {@code cp} ranks, the same for every {@code seed}, case and call.
+         *
+         * @param arena where the inputs' memory comes from
+         * @param seed  the run's seed
+         * @param cp    ranks in the group
+         * @param call  the call's index in {@link #tokens()}
+         * @return every rank's inputs
+         */
         public GroupInputs inputs(Arena arena, long seed, int cp, int call) {
             SplittableRandom random = new SplittableRandom(seed * 1_000_003L + name.hashCode() * 31L + call);
             List<TensorView> o = new ArrayList<>();
@@ -105,7 +136,7 @@ public final class ConformanceCases {
         }
     }
 
-    /** Every case. */
+    /** {@return every case} */
     public static List<Case> all() {
         List<Case> cases = new ArrayList<>();
         for (DType dtype : new DType[] {DType.BF16, DType.FP16}) {

@@ -24,12 +24,24 @@ public final class ExactMerge {
     private ExactMerge() {
     }
 
-    /** Step 1: the LSE a source contributes with. */
+    /**
+     * Step 1: the LSE a source contributes with.
+     *
+     * @param lse a source's LSE
+     * @return it, or -inf for NaN and +inf (no weight)
+     */
     public static float sanitize(float lse) {
         return Float.isNaN(lse) || lse == Float.POSITIVE_INFINITY ? Float.NEGATIVE_INFINITY : lse;
     }
 
-    /** Steps 1-3: the weight of each source, written to {@code weights[0 .. lse.length)}. */
+    /**
+     * Steps 1-3: the weight of each source, written to {@code weights[0 .. lse.length)}.
+     *
+     * @param lse     the sources' LSEs, source order
+     * @param count   how many sources
+     * @param mode    the LSEs' base
+     * @param weights where the weights go
+     */
     public static void weights(float[] lse, int count, LseMode mode, float[] weights) {
         float m = Float.NEGATIVE_INFINITY;
         for (int r = 0; r < count; r++) {
@@ -51,7 +63,14 @@ public final class ExactMerge {
         }
     }
 
-    /** Step 4, one term: the accumulator after adding source value {@code x} with weight {@code w}. */
+    /**
+     * Step 4, one term: the accumulator after adding source value {@code x} with weight {@code w}.
+     *
+     * @param acc the accumulator so far
+     * @param w   the source's weight
+     * @param x   the source's value
+     * @return {@code fma(w, x, acc)}
+     */
     public static float accumulate(float acc, float w, float x) {
         return Math.fma(w, x, acc);
     }
@@ -59,6 +78,12 @@ public final class ExactMerge {
     /**
      * The exact output of rank {@code dest} for a group whose ranks hold {@code partialO.get(r)} and
      * {@code partialLse.get(r)}, written to {@code out}. Each input is validated as that rank's call would be.
+     *
+     * @param partialO   rank r's partial outputs at index r
+     * @param partialLse rank r's log-sum-exps at index r
+     * @param dest       the rank whose output this is
+     * @param mode       the LSEs' base
+     * @param out        where it goes
      */
     public static void reduce(List<TensorView> partialO, List<TensorView> partialLse, int dest, LseMode mode,
                               TensorView out) {

@@ -14,7 +14,15 @@ public final class Fp64Oracle {
     private Fp64Oracle() {
     }
 
-    /** Rank {@code dest}'s output as fp64, row-major {@code [rows, D]}. */
+    /**
+     * Rank {@code dest}'s output as fp64, row-major {@code [rows, D]}.
+     *
+     * @param partialO   rank r's partial outputs at index r
+     * @param partialLse rank r's log-sum-exps at index r
+     * @param dest       the rank whose output this is
+     * @param mode       the LSEs' base
+     * @return the output, unrounded
+     */
     public static double[] reduce(List<TensorView> partialO, List<TensorView> partialLse, int dest, LseMode mode) {
         int cp = partialO.size();
         TensorView o0 = partialO.get(0);
@@ -74,7 +82,13 @@ public final class Fp64Oracle {
         }
     }
 
-    /** ||out - ref||_2 / ||ref||_2 (0 when both are 0); NaN anywhere in out gives NaN. */
+    /**
+     * The relative error of an output against the oracle.
+     *
+     * @param out an engine's output
+     * @param ref the oracle's, row-major
+     * @return ||out - ref||_2 / ||ref||_2 (0 when both are 0); NaN anywhere in out gives NaN
+     */
     public static double relativeError(TensorView out, double[] ref) {
         double num = 0;
         double den = 0;

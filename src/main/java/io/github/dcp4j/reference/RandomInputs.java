@@ -26,7 +26,19 @@ public record RandomInputs(TensorView attentionOut, TensorView attentionLse, Ten
     private static final ValueLayout.OfShort HALF = ValueLayout.JAVA_SHORT.withOrder(ByteOrder.LITTLE_ENDIAN);
     private static final ValueLayout.OfFloat FLOAT = ValueLayout.JAVA_FLOAT.withOrder(ByteOrder.LITTLE_ENDIAN);
 
-    /** Values ~ N(0, 1); LSEs ~ lseScale x N(0, 1). */
+    /**
+     * Random attention outputs: values ~ N(0, 1); LSEs ~ lseScale x N(0, 1).
+     *
+     * @param arena    where the memory comes from
+     * @param random   the source of randomness
+     * @param tokens   T
+     * @param heads    H, the heads each rank owns
+     * @param cp       ranks in the group
+     * @param headDim  D
+     * @param dtype    fp16 or bf16
+     * @param lseScale the LSEs' standard deviation
+     * @return the attention output, its LSEs and the op's views of both
+     */
     public static RandomInputs attention(Arena arena, SplittableRandom random, int tokens, int heads, int cp,
                                          int headDim, DType dtype, double lseScale) {
         TensorView out = TensorView.allocate(arena, dtype, tokens, (long) cp * heads, headDim);
@@ -37,7 +49,13 @@ public record RandomInputs(TensorView attentionOut, TensorView attentionLse, Ten
                 lse.unflatten(1, cp, heads).permute(0, 2, 1));
     }
 
-    /** Fills a contiguous tensor with scale x N(0, 1), rounded to its dtype. */
+    /**
+     * Fills a contiguous tensor with scale x N(0, 1), rounded to its dtype.
+     *
+     * @param t      the tensor
+     * @param random the source of randomness
+     * @param scale  the standard deviation
+     */
     public static void fillGaussian(TensorView t, SplittableRandom random, double scale) {
         MemorySegment m = t.memory();
         long n = t.numel();
