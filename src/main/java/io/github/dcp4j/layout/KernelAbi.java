@@ -26,7 +26,12 @@ public final class KernelAbi {
     private KernelAbi() {
     }
 
-    /** One 8-byte field: its C++ type and name. */
+    /**
+     * One 8-byte field: its C++ type and name.
+     *
+     * @param cType the field's type in the kernel's struct
+     * @param name  its name there
+     */
     public record Field(String cType, String name) {
     }
 
@@ -80,9 +85,16 @@ public final class KernelAbi {
     /** The kernels are built for launches of at most this many ranks; a launch picks the smallest that fits. */
     public static final List<Integer> RANK_CAPACITIES = List.of(8, Ll128.MAX_RANKS);
 
+    /** Every field is 8 bytes: the struct has no padding to reason about. */
     public static final int FIELD_BYTES = 8;
 
-    /** Byte offset of {@code name} in {@code fields}. */
+    /**
+     * Byte offset of {@code name} in {@code fields}.
+     *
+     * @param fields a struct's fields, in order
+     * @param name   one of them
+     * @return its byte offset
+     */
     public static int offset(List<Field> fields, String name) {
         for (int i = 0; i < fields.size(); i++) {
             if (fields.get(i).name().equals(name)) {
@@ -92,21 +104,32 @@ public final class KernelAbi {
         throw new IllegalArgumentException("no kernel argument named " + name);
     }
 
+    /**
+     * The size of a struct of {@code fields}.
+     *
+     * @param fields the struct's fields
+     * @return its bytes
+     */
     public static int size(List<Field> fields) {
         return fields.size() * FIELD_BYTES;
     }
 
-    /** Byte offset of {@code workspaces[0]} in the launch parameter. */
+    /** {@return the byte offset of {@code workspaces[0]} in the launch parameter} */
     public static int workspacesOffset() {
         return size(LAUNCH_FIELDS);
     }
 
-    /** Byte offset of {@code ranks[0]} in the launch parameter. */
+    /** {@return the byte offset of {@code ranks[0]} in the launch parameter} */
     public static int ranksOffset() {
         return workspacesOffset() + Ll128.MAX_RANKS * FIELD_BYTES;
     }
 
-    /** Bytes of the launch parameter built for {@code capacity} ranks. */
+    /**
+     * Bytes of the launch parameter built for {@code capacity} ranks.
+     *
+     * @param capacity one of {@link #RANK_CAPACITIES}
+     * @return its size
+     */
     public static int launchArgsBytes(int capacity) {
         return ranksOffset() + capacity * size(RANK_ARGS);
     }
@@ -114,6 +137,9 @@ public final class KernelAbi {
     /**
      * The multiplier (low 32 bits) and shift (high 32 bits) with which {@code n / d == umulhi(n, multiplier) >> shift}
      * for every {@code 0 <= n < 2^31} (0 for {@code d == 1}, which the kernel does not divide by).
+     *
+     * @param d the divisor, at least 1
+     * @return the multiplier and shift, packed
      */
     public static long divisorMagic(int d) {
         if (d < 1) {
@@ -128,7 +154,14 @@ public final class KernelAbi {
         return multiplier | (long) (p - 32) << 32;
     }
 
-    /** n / d as the kernel computes it from {@link #divisorMagic}. */
+    /**
+     * n / d as the kernel computes it from {@link #divisorMagic}.
+     *
+     * @param n     the dividend, {@code 0 <= n < 2^31}
+     * @param d     the divisor
+     * @param magic {@code divisorMagic(d)}
+     * @return the quotient
+     */
     public static int divide(int n, int d, long magic) {
         if (d == 1) {
             return n;
@@ -137,7 +170,12 @@ public final class KernelAbi {
         return (int) (high >>> (magic >>> 32));
     }
 
-    /** The smallest capacity that holds {@code ranks} ranks in one launch. */
+    /**
+     * The smallest capacity that holds {@code ranks} ranks in one launch.
+     *
+     * @param ranks ranks in one launch
+     * @return one of {@link #RANK_CAPACITIES}
+     */
     public static int capacityFor(int ranks) {
         for (int c : RANK_CAPACITIES) {
             if (ranks <= c) {

@@ -148,17 +148,32 @@ public final class Ll128 {
     /** Most rows in one receive tile (a block's receivers finish a tile together; the send window counts tiles). */
     public static final int MAX_TILE_ROWS = 4;
 
-    /** The slot a call with this epoch uses. */
+    /**
+     * The slot a call with this epoch uses.
+     *
+     * @param epoch the call's counter
+     * @return 0 or 1
+     */
     public static int slot(int epoch) {
         return epoch & 1;
     }
 
-    /** The flag word of every data line of the call with this epoch: the tag | u32(epoch + 1); never zero. */
+    /**
+     * The flag word of every data line of the call with this epoch: the tag | u32(epoch + 1); never zero.
+     *
+     * @param epoch the call's counter
+     * @return the flag word
+     */
     public static long dataFlag(int epoch) {
         return FLAG_TAG | Integer.toUnsignedLong(epoch + 1);
     }
 
-    /** The flag of every LSE line of the call with this epoch: epoch + 1, or 1 where that wraps to 0. */
+    /**
+     * The flag of every LSE line of the call with this epoch: epoch + 1, or 1 where that wraps to 0.
+     *
+     * @param epoch the call's counter
+     * @return the flag
+     */
     public static int lseFlag(int epoch) {
         int flag = epoch + 1;
         return flag == 0 ? 1 : flag;

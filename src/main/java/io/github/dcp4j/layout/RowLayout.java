@@ -15,7 +15,13 @@ public record RowLayout(int headDim, int elementBytes, int dataWords, int dataLi
     /** Bytes of one element of a row: the op moves 16-bit elements (fp16 or bf16) only. */
     public static final int ELEMENT_BYTES = 2;
 
-    /** The layout of a row of {@code headDim} elements of {@code elementBytes} each, after checking both. */
+    /**
+     * The layout of a row of {@code headDim} elements of {@code elementBytes} each, after checking both.
+     *
+     * @param headDim      elements of one head
+     * @param elementBytes bytes of one element (2)
+     * @return the layout
+     */
     public static RowLayout of(int headDim, int elementBytes) {
         if (elementBytes != ELEMENT_BYTES) {
             throw new IllegalArgumentException("row elements must be " + ELEMENT_BYTES + " bytes (fp16 or bf16); got "
@@ -41,22 +47,22 @@ public record RowLayout(int headDim, int elementBytes, int dataWords, int dataLi
         return new RowLayout(headDim, elementBytes, dataWords, dataLines, lineGroups);
     }
 
-    /** Bytes of the slice itself: headDim x elementBytes. */
+    /** {@return the bytes of the slice itself: headDim x elementBytes} */
     public int dataBytes() {
         return dataWords * Ll128.WORD_BYTES;
     }
 
-    /** Bytes of data lines for one row. */
+    /** {@return the bytes of data lines for one row} */
     public int dataLineBytes() {
         return dataLines * Ll128.LINE_BYTES;
     }
 
-    /** Bytes of LSE lines for one row. */
+    /** {@return the bytes of LSE lines for one row} */
     public int lseLineBytes() {
         return lineGroups * Ll128.LSE_LINE_BYTES;
     }
 
-    /** Workspace bytes per row, per source, per slot: 128 x dataLines + 16 x lineGroups. */
+    /** {@return the workspace bytes per row, per source, per slot: 128 x dataLines + 16 x lineGroups} */
     public int rowBytes() {
         return dataLineBytes() + lseLineBytes();
     }
