@@ -17,7 +17,13 @@ public final class BenchReport {
     private BenchReport() {
     }
 
-    /** A peer's µs per call by batch, from a CSV whose rows start with batch,us_per_call (after a header line). */
+    /**
+     * A peer's µs per call by batch, from a CSV whose rows start with batch,us_per_call (after a header line).
+     *
+     * @param file the peer's CSV
+     * @return µs per call by batch
+     * @throws IOException where the file cannot be read
+     */
     public static Map<Integer, Double> readPeer(Path file) throws IOException {
         Map<Integer, Double> peer = new HashMap<>();
         List<String> lines = Files.readAllLines(file);
@@ -35,7 +41,14 @@ public final class BenchReport {
             + "launch_ratio,byte_floor_us,byte_ratio,peer_us,peer_ratio,host_us_per_launch,host_us_per_empty_launch,"
             + "max_rel_err";
 
-    /** The results as CSV, one row per case, with the peer of the same batch where there is one. */
+    /**
+     * The results as CSV, one row per case, with the peer of the same batch where there is one.
+     *
+     * @param file    the CSV to write (whole or not at all)
+     * @param results the benchmark's results
+     * @param peer    the peer's µs per call by batch (empty for none)
+     * @throws IOException where the file cannot be written
+     */
     public static void writeCsv(Path file, List<Benchmark.Result> results, Map<Integer, Double> peer)
             throws IOException {
         List<String> lines = new ArrayList<>();
@@ -52,12 +65,28 @@ public final class BenchReport {
         Files.write(file, lines);
     }
 
-    /** The peer's figure a result is compared with: layer mode, L2 hot, the same batch; else null. */
+    /**
+     * The peer's figure a result is compared with: layer mode, L2 hot, the same batch; else null.
+     *
+     * @param r    a result
+     * @param peer the peer's µs per call by batch
+     * @return the peer's µs per call, or null
+     */
     public static Double peerFor(Benchmark.Result r, Map<Integer, Double> peer) {
         return r.c().mode() == Benchmark.Mode.LAYER && !r.c().flushL2() ? peer.get(r.c().batch()) : null;
     }
 
-    /** The results as JSON with the device, the date and the copy bandwidth of the run. */
+    /**
+     * The results as JSON with the device, the date and the copy bandwidth of the run.
+     *
+     * @param file               the JSON to write (whole or not at all)
+     * @param results            the benchmark's results
+     * @param peer               the peer's µs per call by batch
+     * @param device             the GPU, as the report names it
+     * @param when               the run's date and time
+     * @param copyBytesPerSecond the measured copy bandwidth
+     * @throws IOException where the file cannot be written
+     */
     public static void writeJson(Path file, List<Benchmark.Result> results, Map<Integer, Double> peer,
                                   String device, String when, double copyBytesPerSecond) throws IOException {
         ObjectMapper mapper = new ObjectMapper();

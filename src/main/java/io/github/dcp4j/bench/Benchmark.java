@@ -45,10 +45,18 @@ public final class Benchmark implements AutoCloseable {
             this.spelling = spelling;
         }
 
+        /** {@return the mode's name on the command line and in the reports} */
         public String spelling() {
             return spelling;
         }
 
+        /**
+         * The mode named {@code s}.
+         *
+         * @param s eager, graph, graph-50 or layer
+         * @return that mode
+         * @throws IllegalArgumentException for any other name, quoting it
+         */
         public static Mode parse(String s) {
             for (Mode m : values()) {
                 if (m.spelling.equals(s)) {
@@ -62,31 +70,56 @@ public final class Benchmark implements AutoCloseable {
     /**
      * One measured case.
      *
+     * @param mode         how the calls are issued
+     * @param batch        tokens per call
+     * @param heads        heads each rank owns
+     * @param headDim      elements of one head
+     * @param cp           ranks in the group
      * @param strided      partial_o as strided views of attention outputs (else packed copies)
      * @param deviceInputs inputs and outputs as device tensors, used in place (else host views, copied once per
      *                     prepared call: the times are the same launches either way, this shows it)
+     * @param flushL2      whether L2 is flushed before every call
      */
     public record Case(Mode mode, int batch, int heads, int headDim, int cp, boolean strided, boolean flushL2,
                        boolean deviceInputs) {
-        /** The input column: strided or packed, with "-dev" for device tensors. */
+        /** {@return the input column: strided or packed, with "-dev" for device tensors} */
         public String inputName() {
             return (strided ? "strided" : "packed") + (deviceInputs ? "-dev" : "");
         }
     }
 
-    /** A case's result: µs per call, its floors and ratios, the error against fp64 and the host cost of a launch. */
+    /**
+     * A case's result: µs per call, its floors and ratios, the error against fp64 and the host cost of a launch.
+     *
+     * @param c                    the case
+     * @param usPerCall            µs per call, all ranks together
+     * @param launchFloorUs        the empty kernel's µs per call, launched as the op is
+     * @param byteFloorUs          the bytes the op must move at the measured copy bandwidth, in µs
+     * @param maxRelativeError     the largest relative error against fp64 (NaN where not checked)
+     * @param hostUsPerLaunch      host µs to queue one op launch (eager modes; NaN elsewhere)
+     * @param hostUsPerEmptyLaunch host µs to queue one bare empty launch (eager modes; NaN elsewhere)
+     */
     public record Result(Case c, double usPerCall, double launchFloorUs, double byteFloorUs, double maxRelativeError,
                          double hostUsPerLaunch, double hostUsPerEmptyLaunch) {
+        /** {@return µs per call over the launch floor} */
         public double launchRatio() {
             return usPerCall / launchFloorUs;
         }
 
+        /** {@return µs per call over the byte floor} */
         public double byteRatio() {
             return usPerCall / byteFloorUs;
         }
     }
 
-    /** Sampling parameters. */
+    /**
+     * Sampling parameters.
+     *
+     * @param samples      samples per case
+     * @param warmup       warm-up runs before the samples
+     * @param eagerCalls   eager calls per sample
+     * @param graphReplays graph replays per sample
+     */
     public record Settings(int samples, int warmup, int eagerCalls, int graphReplays) {
     }
 
@@ -104,7 +137,13 @@ public final class Benchmark implements AutoCloseable {
     private final Map<CudaDevice, DeviceBuffer> flushBuffers = new IdentityHashMap<>();
     private final double copyBytesPerSecond;
 
-    /** A benchmark of {@code deployment}'s launches; floors measured on its first GPU. */
+    /**
+     * A benchmark of {@code deployment}'s launches; floors measured on its first GPU.
+     *
+     * @param deployment how the ranks run
+     * @param settings   the sampling parameters
+     * @param progress   where progress lines go
+     */
     public Benchmark(Deployment deployment, Settings settings, PrintWriter progress) {
         this.deployment = deployment;
         this.device = deployment.devices().getFirst();
@@ -116,7 +155,7 @@ public final class Benchmark implements AutoCloseable {
                 deployment.reports() ? measureCopyBandwidth() : 0);
     }
 
-    /** Device-to-device copy bandwidth, bytes read plus bytes written per second (median of samples). */
+    /** {@return the device-to-device copy bandwidth, bytes read plus bytes written per second (median of samples)} */
     public double copyBytesPerSecond() {
         return copyBytesPerSecond;
     }
@@ -139,6 +178,9 @@ public final class Benchmark implements AutoCloseable {
     /**
      * Runs one case: inputs, warm-up, samples, floors, and the check of this process's ranks against fp64. Times are
      * the maximum over ranks (lanes, then processes) of each rank's median.
+     *
+     * @param c the case
+     * @return its result
      */
     public Result run(Case c) {
         if (deployment.reports()) {
@@ -330,6 +372,9 @@ public final class Benchmark implements AutoCloseable {
     /**
      * The byte floor of one call, µs: inputs read once, LL128 lines (data and LSE) written once and read once, outputs
      * written once, for all cp ranks, at the measured copy bandwidth.
+     *
+     * @param c the case
+     * @return the floor, in µs
      */
     public double byteFloorMicros(Case c) {
         return bytesPerCall(c) * deployment.ranksPerGpu(c.cp()) / c.cp() / copyBytesPerSecond * 1e6;
@@ -344,7 +389,13 @@ public final class Benchmark implements AutoCloseable {
         return c.cp() * (inputs + lines + outputs);
     }
 
-    /** Runs every case, reporting each result to {@code sink} as it comes. */
+    /**
+     * Runs every case, reporting each result to {@code sink} as it comes.
+     *
+     * @param cases the cases, in order
+     * @param sink  receives each result as it comes
+     * @return every result, in order
+     */
     public List<Result> runAll(List<Case> cases, Consumer<Result> sink) {
         List<Result> results = new ArrayList<>();
         for (Case c : cases) {

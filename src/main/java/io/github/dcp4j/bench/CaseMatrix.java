@@ -12,11 +12,20 @@ public final class CaseMatrix {
     public static final int[][] REFERENCE_SHAPES = {{1, 2, 64}, {1, 8, 128}, {4, 8, 128}, {16, 8, 128}};
     /** The layer mode's shape (DeepSeek-V2 decode): 16 heads per rank, head_dim 512, strided input. */
     public static final int LAYER_HEADS = 16;
+    /** The layer mode's head_dim. */
     public static final int LAYER_HEAD_DIM = 512;
 
     /**
      * The cases of {@code modes} (eager, graph, graph-50 on the reference shapes; layer over {@code batches}) for
      * every L2 state of {@code l2} (hot, flushed) and every input kind of {@code inputs} (host, device).
+     *
+     * @param modes   the modes' names
+     * @param batches the layer mode's batches
+     * @param cp      ranks in the group
+     * @param l2      hot and/or flushed
+     * @param inputs  host and/or device
+     * @return the cases, in the order they run
+     * @throws IllegalArgumentException naming an unknown mode, L2 state or input kind
      */
     public static List<Benchmark.Case> cases(List<String> modes, List<Integer> batches, int cp, List<String> l2,
                                              List<String> inputs) {

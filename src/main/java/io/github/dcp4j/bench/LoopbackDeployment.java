@@ -21,7 +21,12 @@ public final class LoopbackDeployment implements Deployment {
     private final CudaDevice device;
     private final Duration timeout;
 
-    /** Loopback groups on {@code device}, which stays the caller's. */
+    /**
+     * Loopback groups on {@code device}, which stays the caller's.
+     *
+     * @param device  the GPU
+     * @param timeout how long a rank waits for a peer's line
+     */
     public LoopbackDeployment(CudaDevice device, Duration timeout) {
         this.device = device;
         this.timeout = timeout;

@@ -28,7 +28,14 @@ public final class ProcessDeployment implements Deployment {
     private final int ranksSharingGpu;
     private final Duration timeout;
 
-    /** @param ranksSharingGpu processes whose ranks share this process's GPU */
+    /**
+     * This process as one rank of a group of processes, one launch each.
+     *
+     * @param rendezvous      the group's rendezvous
+     * @param device          this process's GPU
+     * @param ranksSharingGpu processes whose ranks share this process's GPU
+     * @param timeout         how long a rank waits for a peer's line
+     */
     public ProcessDeployment(Rendezvous rendezvous, CudaDevice device, int ranksSharingGpu, Duration timeout) {
         this.rendezvous = rendezvous;
         this.device = device;

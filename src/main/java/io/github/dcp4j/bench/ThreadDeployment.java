@@ -16,7 +16,12 @@ public final class ThreadDeployment implements Deployment {
     private final List<CudaDevice> gpus;
     private final Duration timeout;
 
-    /** Ranks over {@code gpus} (rank r on {@code gpus.get(r % gpus.size())}); the devices stay the caller's. */
+    /**
+     * Ranks over {@code gpus} (rank r on {@code gpus.get(r % gpus.size())}); the devices stay the caller's.
+     *
+     * @param gpus    the GPUs
+     * @param timeout how long a rank waits for a peer's line
+     */
     public ThreadDeployment(List<CudaDevice> gpus, Duration timeout) {
         this.gpus = List.copyOf(gpus);
         this.timeout = timeout;
