@@ -52,15 +52,24 @@ final class LayerPlot {
         return points;
     }
 
-    /** The points of a CSV that {@code bench --csv} wrote: its layer-mode, L2-hot rows with strided host inputs. */
-    static List<Point> readCsv(Path csv) throws IOException {
+    /**
+     * The layer-mode rows of one CSV.
+     *
+     * @param points the rows' points, by batch
+     * @param shape  the rows' shape, as a title names it ("cp 8, 16 heads per rank, head_dim 512"); empty for none
+     */
+    record Layer(List<Point> points, String shape) {
+    }
+
+    /** The layer mode of a CSV that {@code bench --csv} wrote: its L2-hot rows with strided host inputs. */
+    static Layer readCsv(Path csv) throws IOException {
         List<String> lines = Files.readAllLines(csv);
         if (lines.isEmpty()) {
             throw new IllegalArgumentException(csv + " is empty: expected a CSV written by `dcp4j bench --csv`");
         }
         List<String> header = Arrays.asList(lines.getFirst().split(",", -1));
-        String[] needed = {"mode", "batch", "input", "l2", "us_per_call", "launch_floor_us", "byte_floor_us",
-            "peer_us"};
+        String[] needed = {"mode", "batch", "heads", "head_dim", "cp", "input", "l2", "us_per_call",
+            "launch_floor_us", "byte_floor_us", "peer_us"};
         for (String column : needed) {
             if (!header.contains(column)) {
                 throw new IllegalArgumentException(csv + " has no column '" + column
@@ -68,7 +77,11 @@ final class LayerPlot {
             }
         }
         List<Point> points = new ArrayList<>();
+        String shape = "";
         for (int i = 1; i < lines.size(); i++) {
+            if (lines.get(i).isBlank()) {
+                continue;
+            }
             String[] f = lines.get(i).split(",", -1);
             if (f.length != header.size()) {
                 throw new IllegalArgumentException(csv + " line " + (i + 1) + " has " + f.length + " fields; the"
@@ -85,12 +98,21 @@ final class LayerPlot {
                         peer.isEmpty() ? Double.NaN : Double.parseDouble(peer),
                         Double.parseDouble(f[header.indexOf("launch_floor_us")]),
                         Double.parseDouble(f[header.indexOf("byte_floor_us")])));
+                shape = "cp " + f[header.indexOf("cp")] + ", " + f[header.indexOf("heads")]
+                        + " heads per rank, head_dim " + f[header.indexOf("head_dim")];
             } catch (NumberFormatException e) {
                 throw new IllegalArgumentException(csv + " line " + (i + 1) + ": not a number (" + e.getMessage()
                         + ")");
             }
         }
-        return points;
+        return new Layer(points, shape);
+    }
+
+    /** Adds the point where a logarithmic axis can show it (a finite, positive value; NaN marks "not measured"). */
+    private static void addPlottable(XYSeries series, int batch, double us) {
+        if (Double.isFinite(us) && us > 0) {
+            series.add(batch, us);
+        }
     }
 
     /** A logarithmic axis with a tick at every power of {@code base}, labelled as plain numbers. */
@@ -118,20 +140,17 @@ final class LayerPlot {
         XYSeries launch = new XYSeries("launch floor");
         XYSeries bytes = new XYSeries("byte floor");
         for (Point p : points) {
-            dcp4j.add(p.batch(), p.dcp4jUs());
-            if (!Double.isNaN(p.peerUs())) {
-                peer.add(p.batch(), p.peerUs());
-            }
-            launch.add(p.batch(), p.launchFloorUs());
-            bytes.add(p.batch(), p.byteFloorUs());
+            addPlottable(dcp4j, p.batch(), p.dcp4jUs());
+            addPlottable(peer, p.batch(), p.peerUs());
+            addPlottable(launch, p.batch(), p.launchFloorUs());
+            addPlottable(bytes, p.batch(), p.byteFloorUs());
         }
         XYSeriesCollection data = new XYSeriesCollection();
-        data.addSeries(dcp4j);
-        if (peer.getItemCount() > 0) {
-            data.addSeries(peer);
+        for (XYSeries series : List.of(dcp4j, peer, launch, bytes)) {
+            if (series.getItemCount() > 0) {
+                data.addSeries(series);
+            }
         }
-        data.addSeries(launch);
-        data.addSeries(bytes);
         XYLineAndShapeRenderer renderer = new XYLineAndShapeRenderer(true, true);
         XYPlot plot = new XYPlot(data, logAxis("batch (tokens per call)", 2), logAxis("µs per call, all ranks", 10),
                 renderer);

@@ -19,8 +19,8 @@ final class PlotCommand implements Callable<Integer> {
     @Option(names = "--output", required = true, paramLabel = "FILE.png", description = "The PNG to write.")
     Path output;
 
-    @Option(names = "--title", defaultValue = "dcp4j, layer mode (cp 8, 16 heads per rank, head_dim 512, bf16, L2 hot)",
-            description = "The figure's title, default \"${DEFAULT-VALUE}\".")
+    @Option(names = "--title", description = "The figure's title, by default \"dcp4j, layer mode\" with the shape of"
+            + " the CSV's rows.")
     String title;
 
     @Override
@@ -29,7 +29,9 @@ final class PlotCommand implements Callable<Integer> {
         if (!Files.isRegularFile(csv)) {
             throw new IllegalArgumentException("--csv " + csv + " is not a regular file");
         }
-        LayerPlot.write(output, title, LayerPlot.readCsv(csv));
+        LayerPlot.Layer layer = LayerPlot.readCsv(csv);
+        LayerPlot.write(output, title != null ? title : "dcp4j, layer mode (" + layer.shape() + ", L2 hot)",
+                layer.points());
         return 0;
     }
 }

@@ -53,7 +53,9 @@ class PlotTest {
         BenchReport.writeCsv(csv, results, peer);
         List<LayerPlot.Point> fromResults = LayerPlot.of(results, peer);
         assertEquals(9, fromResults.size(), "one point per layer batch with L2 hot");
-        assertEquals(fromResults, LayerPlot.readCsv(csv));
+        LayerPlot.Layer read = LayerPlot.readCsv(csv);
+        assertEquals(fromResults, read.points());
+        assertEquals("cp 8, 16 heads per rank, head_dim 512", read.shape());
         assertTrue(fromResults.stream().anyMatch(p -> Double.isNaN(p.peerUs())), "a batch without a peer stays NaN");
     }
 
@@ -72,6 +74,21 @@ class PlotTest {
             assertEquals(List.of("bench.csv", "layer.png"), files.map(p -> p.getFileName().toString()).sorted()
                     .toList(), "no temporary file left beside the plot");
         }
+    }
+
+    @Test
+    void blankLinesAndUnmeasuredValuesDoNotStopThePlot() throws IOException {
+        Map<Integer, Double> peer = new HashMap<>();
+        List<Benchmark.Result> results = new ArrayList<>(results(new SplittableRandom(74), peer));
+        Benchmark.Case unmeasured = new Benchmark.Case(Benchmark.Mode.LAYER, 512, 16, 512, 8, true, false, false);
+        results.add(new Benchmark.Result(unmeasured, Double.NaN, 0.8, Double.NaN, Double.NaN, Double.NaN, Double.NaN));
+        Path csv = dir.resolve("bench.csv");
+        BenchReport.writeCsv(csv, results, peer);
+        Files.writeString(csv, Files.readString(csv) + "\n\n");
+        Path png = dir.resolve("layer.png");
+        CliTest.Result r = CliTest.run("plot", "--csv", csv.toString(), "--output", png.toString());
+        assertEquals(0, r.exitCode(), r.err());
+        assertEquals(LayerPlot.WIDTH, ImageIO.read(png.toFile()).getWidth());
     }
 
     @Test
