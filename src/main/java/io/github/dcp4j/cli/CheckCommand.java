@@ -25,8 +25,6 @@ import picocli.CommandLine.Spec;
 import java.io.PrintWriter;
 import java.lang.foreign.Arena;
 import java.time.Duration;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.SplittableRandom;
 import java.util.concurrent.Callable;
 
@@ -117,15 +115,13 @@ final class CheckCommand implements Callable<Integer> {
     /** The whole group's inputs for one call of the lifecycle cases, identical on every rank (same seed). */
     private GroupInputs inputs(Arena arena, long caseSeed, int tokens, int heads, int headDim, DType dtype,
                                boolean strided) {
-        SplittableRandom random = new SplittableRandom(seed * 1_000_003L + caseSeed);
-        List<TensorView> o = new ArrayList<>();
-        List<TensorView> lse = new ArrayList<>();
-        for (int r = 0; r < cp; r++) {
-            RandomInputs in = RandomInputs.attention(arena, random.split(), tokens, heads, cp, headDim, dtype, 3.0);
-            o.add(strided ? in.partialO() : in.partialO().contiguousCopy(arena));
-            lse.add(strided ? in.partialLse() : in.partialLse().contiguousCopy(arena));
+        GroupInputs g = RandomInputs.group(arena, new SplittableRandom(seed * 1_000_003L + caseSeed), tokens, heads,
+                cp, headDim, dtype, 3.0);
+        if (strided) {
+            return g;
         }
-        return new GroupInputs(o, lse);
+        return new GroupInputs(g.partialO().stream().map(t -> t.contiguousCopy(arena)).toList(),
+                g.partialLse().stream().map(t -> t.contiguousCopy(arena)).toList());
     }
 
     /** Number of failed checks of this rank's output against the CPU engine and the fp64 oracle (0 or 1). */

@@ -21,8 +21,10 @@ import java.nio.file.Path;
 import java.text.DecimalFormat;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.UnaryOperator;
 
 /**
  * The layer mode's figure: µs per call against batch, both axes logarithmic, for dcp4j, the peer where the run had
@@ -70,11 +72,13 @@ final class LayerPlot {
         List<String> header = Arrays.asList(lines.getFirst().split(",", -1));
         String[] needed = {"mode", "batch", "heads", "head_dim", "cp", "input", "l2", "us_per_call",
             "launch_floor_us", "byte_floor_us", "peer_us"};
+        Map<String, Integer> at = new HashMap<>();
         for (String column : needed) {
             if (!header.contains(column)) {
                 throw new IllegalArgumentException(csv + " has no column '" + column
                         + "': expected a CSV written by `dcp4j bench --csv`");
             }
+            at.put(column, header.indexOf(column));
         }
         List<Point> points = new ArrayList<>();
         String shape = "";
@@ -87,19 +91,20 @@ final class LayerPlot {
                 throw new IllegalArgumentException(csv + " line " + (i + 1) + " has " + f.length + " fields; the"
                         + " header has " + header.size());
             }
-            if (!f[header.indexOf("mode")].equals("layer") || !f[header.indexOf("l2")].equals("hot")
-                    || !f[header.indexOf("input")].equals("strided")) {
+            UnaryOperator<String> field = column -> f[at.get(column)];
+            if (!field.apply("mode").equals("layer") || !field.apply("l2").equals("hot")
+                    || !field.apply("input").equals("strided")) {
                 continue;
             }
             try {
-                String peer = f[header.indexOf("peer_us")];
-                points.add(new Point(Integer.parseInt(f[header.indexOf("batch")]),
-                        Double.parseDouble(f[header.indexOf("us_per_call")]),
+                String peer = field.apply("peer_us");
+                points.add(new Point(Integer.parseInt(field.apply("batch")),
+                        Double.parseDouble(field.apply("us_per_call")),
                         peer.isEmpty() ? Double.NaN : Double.parseDouble(peer),
-                        Double.parseDouble(f[header.indexOf("launch_floor_us")]),
-                        Double.parseDouble(f[header.indexOf("byte_floor_us")])));
-                shape = "cp " + f[header.indexOf("cp")] + ", " + f[header.indexOf("heads")]
-                        + " heads per rank, head_dim " + f[header.indexOf("head_dim")];
+                        Double.parseDouble(field.apply("launch_floor_us")),
+                        Double.parseDouble(field.apply("byte_floor_us"))));
+                shape = "cp " + field.apply("cp") + ", " + field.apply("heads") + " heads per rank, head_dim "
+                        + field.apply("head_dim");
             } catch (NumberFormatException e) {
                 throw new IllegalArgumentException(csv + " line " + (i + 1) + ": not a number (" + e.getMessage()
                         + ")");

@@ -10,6 +10,7 @@ import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.ReduceCall;
 import io.github.dcp4j.op.TensorView;
 import io.github.dcp4j.op.WorkspaceSpec;
+import io.github.dcp4j.reference.ConformanceCases.GroupInputs;
 import io.github.dcp4j.reference.Fp64Oracle;
 import io.github.dcp4j.reference.RandomInputs;
 import picocli.CommandLine.Option;
@@ -144,16 +145,13 @@ final class MainJob {
         progress(err, "batch %d: generating inputs", batch);
         WorkspaceSpec spec = new WorkspaceSpec(batch, LOCAL_HEADS, CP, HEAD_DIM, DTYPE);
         try (Arena arena = Arena.ofShared(); LocalGroup engine = Engines.openGroup(choice, spec, TIMEOUT)) {
-            SplittableRandom random = new SplittableRandom(2026L * 1_000_003 + batch);
-            List<TensorView> partialO = new ArrayList<>();
-            List<TensorView> partialLse = new ArrayList<>();
+            GroupInputs g = RandomInputs.group(arena, new SplittableRandom(2026L * 1_000_003 + batch), batch,
+                    LOCAL_HEADS, CP, HEAD_DIM, DTYPE, 3.0);
+            List<TensorView> partialO = g.partialO();
+            List<TensorView> partialLse = g.partialLse();
             List<TensorView> outs = new ArrayList<>();
-            for (int r = 0; r < CP; r++) {
-                RandomInputs in = RandomInputs.attention(arena, random.split(), batch, LOCAL_HEADS, CP, HEAD_DIM,
-                        DTYPE, 3.0);
-                partialO.add(in.partialO());
-                partialLse.add(in.partialLse());
-                outs.add(TensorView.allocate(arena, DTYPE, ReduceCall.outputShape(in.partialO())));
+            for (TensorView o : partialO) {
+                outs.add(TensorView.allocate(arena, DTYPE, ReduceCall.outputShape(o)));
             }
             progress(err, "batch %d: timing on %s", batch, engine.description());
             List<Long> samples = new ArrayList<>();
@@ -206,15 +204,10 @@ final class MainJob {
                 WorkspaceSpec spec = new WorkspaceSpec(batch, LOCAL_HEADS, cp, HEAD_DIM, DTYPE);
                 try (Arena arena = Arena.ofShared(); var ws = setup.openWorkspaces(spec.bytes());
                      var engine = setup.openEngine(ws, TIMEOUT)) {
-                    SplittableRandom random = new SplittableRandom(2026L * 1_000_003 + batch);
-                    List<TensorView> partialO = new ArrayList<>();
-                    List<TensorView> partialLse = new ArrayList<>();
-                    for (int r = 0; r < cp; r++) {
-                        RandomInputs in = RandomInputs.attention(arena, random.split(), batch, LOCAL_HEADS, cp,
-                                HEAD_DIM, DTYPE, 3.0);
-                        partialO.add(in.partialO());
-                        partialLse.add(in.partialLse());
-                    }
+                    GroupInputs g = RandomInputs.group(arena, new SplittableRandom(2026L * 1_000_003 + batch), batch,
+                            LOCAL_HEADS, cp, HEAD_DIM, DTYPE, 3.0);
+                    List<TensorView> partialO = g.partialO();
+                    List<TensorView> partialLse = g.partialLse();
                     TensorView mine = TensorView.allocate(arena, DTYPE, ReduceCall.outputShape(partialO.get(rank)));
                     long[] samples = new long[RANK_CALLS];
                     try (var call = engine.prepare(partialO.get(rank), partialLse.get(rank), mine, rank, cp, MODE)) {

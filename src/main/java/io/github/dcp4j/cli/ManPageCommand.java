@@ -102,9 +102,10 @@ final class ManPageCommand implements Callable<Integer> {
                 }
             }
         }
-        if (!visibleSubcommands(command).isEmpty()) {
+        List<CommandLine> subcommands = visibleSubcommands(command);
+        if (!subcommands.isEmpty()) {
             b.append(".SH COMMANDS\n");
-            for (CommandLine sub : visibleSubcommands(command)) {
+            for (CommandLine sub : subcommands) {
                 String[] d = sub.getCommandSpec().usageMessage().description();
                 b.append(".TP\n.B ").append(text(sub.getCommandName())).append('\n')
                         .append(text(summary(d.length == 0 ? "" : d[0]))).append(". See ")

@@ -15,6 +15,7 @@ import io.github.dcp4j.op.ReduceCall;
 import io.github.dcp4j.op.TensorView;
 import io.github.dcp4j.op.WorkspaceSpec;
 import io.github.dcp4j.peer.IpcWorkspaces;
+import io.github.dcp4j.reference.ConformanceCases.GroupInputs;
 import io.github.dcp4j.reference.RandomInputs;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
@@ -104,21 +105,10 @@ final class SoakCommand implements Callable<Integer> {
 
     /** The whole group's inputs of distinct call {@code i}, the same on every rank (same seed). */
     private Inputs inputs(Arena arena, int cp, int i) {
-        SplittableRandom random = new SplittableRandom(SEED * 1_000_003L + i);
-        List<TensorView> o = new ArrayList<>();
-        List<TensorView> lse = new ArrayList<>();
-        for (int r = 0; r < cp; r++) {
-            RandomInputs in = RandomInputs.attention(arena, random.split(), batch, CaseMatrix.LAYER_HEADS, cp,
-                    CaseMatrix.LAYER_HEAD_DIM, DType.BF16, 3.0);
-            o.add(in.partialO());
-            lse.add(in.partialLse());
-        }
+        GroupInputs g = RandomInputs.group(arena, new SplittableRandom(SEED * 1_000_003L + i), batch,
+                CaseMatrix.LAYER_HEADS, cp, CaseMatrix.LAYER_HEAD_DIM, DType.BF16, 3.0);
         try (CpuEngine cpu = CpuEngine.open(specOf(cp))) {
-            List<TensorView> expected = new ArrayList<>();
-            for (TensorView e : cpu.reduceAll(o, lse, LseMode.BASE2)) {
-                expected.add(e.contiguousCopy(arena));
-            }
-            return new Inputs(o, lse, expected);
+            return new Inputs(g.partialO(), g.partialLse(), cpu.reduceAll(g.partialO(), g.partialLse(), LseMode.BASE2));
         }
     }
 

@@ -8,6 +8,8 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteOrder;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.SplittableRandom;
 
 /**
@@ -47,6 +49,32 @@ public record RandomInputs(TensorView attentionOut, TensorView attentionLse, Ten
         fillGaussian(lse, random, lseScale);
         return new RandomInputs(out, lse, out.unflatten(1, cp, heads).permute(0, 2, 1, 3),
                 lse.unflatten(1, cp, heads).permute(0, 2, 1));
+    }
+
+    /**
+     * Every rank's inputs of one call: rank r's are {@link #attention} from the r-th {@code random.split()}, so the
+     * same seed gives the same group on every rank of a multi-process group.
+     *
+     * @param arena    where the memory comes from
+     * @param random   the source of randomness
+     * @param tokens   T
+     * @param heads    H, the heads each rank owns
+     * @param cp       ranks in the group
+     * @param headDim  D
+     * @param dtype    fp16 or bf16
+     * @param lseScale the LSEs' standard deviation
+     * @return the op's strided views, rank r's at index r
+     */
+    public static ConformanceCases.GroupInputs group(Arena arena, SplittableRandom random, int tokens, int heads,
+                                                     int cp, int headDim, DType dtype, double lseScale) {
+        List<TensorView> partialO = new ArrayList<>(cp);
+        List<TensorView> partialLse = new ArrayList<>(cp);
+        for (int r = 0; r < cp; r++) {
+            RandomInputs in = attention(arena, random.split(), tokens, heads, cp, headDim, dtype, lseScale);
+            partialO.add(in.partialO());
+            partialLse.add(in.partialLse());
+        }
+        return new ConformanceCases.GroupInputs(partialO, partialLse);
     }
 
     /**
