@@ -589,28 +589,40 @@ __device__ void dcp_lse_reduce(const LaunchArgs<N>& a) {
 //
 // Where all cp sources of a row fit in shared memory (the host decides, KernelCall), a shorter kernel, faster at every
 // batch measured (docs/PERFORMANCE.md): at small batch a call's time is the chain of dependent steps from entry to the
-// output store, and this one has few; at large batch each warp issues few instructions per row. Block b of a rank
-// owns the rows b, b + B, ... (B blocks per rank, one row each where they fit) and takes them in that order, sending
-// row i + B before it waits for row i, so that a row's lines are usually there when its receivers first look, and
-// still in L2. For each row, warp w takes the peers p = w, w + 8, ...: it sends the row's slice for p (its lines in
-// chunks of 12, each lane's words in registers, preloaded for the next send; one warp-wide store of 4 lines per set,
-// then the row's LSE lines), and then waits for source p's lines of the row (polled by their flag words), copies them
-// again once every flag is there (docs/PROTOCOL.md), clears the flags and leaves the line parts in shared memory (its
-// own rank's from partial_o). One warp polls the row's LSE lines and computes its weights. After a barrier the block
-// merges the row in source order, one pair of elements per thread. Same workspace layout, flags, bounded waits and NaN
-// rows as the kernel above. Every block of every rank takes its rows in the same order and sends never wait, so with
-// every block resident (KernelCall) each row's lines are sent before anyone waits for the next row's.
+// output store, and this one has few; at large batch each warp issues few instructions per row. A block takes its
+// rows in steps of up to tile_rows consecutive rows (GridPlan: several where a block has several rows, so that a
+// step's addresses, polls, barriers and weights serve them all and each warp has their lines in flight at once).
+// Block b of a rank owns the steps b, b + B, ... (B blocks per rank) and takes them in that order, sending step
+// i + B before it waits for step i, so that a step's lines are usually there when its receivers first look, and
+// still in L2. For each step, warp w takes the peers p = w, w + 8, ...: it sends the step's slices for p (each row's
+// lines in chunks of 12, each lane's words in registers, the first preloaded for the next send; one warp-wide store
+// of 4 lines per set, then the step's LSE lines), and then waits for source p's lines of the step (polled by their
+// flag words), copies them again once every flag is there (docs/PROTOCOL.md), clears the flags and leaves the line
+// parts in shared memory (its own rank's from partial_o). One warp polls the step's LSE lines and computes its
+// weights. After a barrier the block merges the step's rows in source order, one pair of elements per thread. Same
+// workspace layout, flags, bounded waits and NaN rows as the kernel above. Every block of every rank takes its steps
+// in the same order and sends never wait, so with every block resident (KernelCall) each step's lines are sent
+// before anyone waits for the next step's.
 
 constexpr int kRowSets = 3;                                // line sets of 4 lines a warp has in flight per chunk
 constexpr int kRowChunkLines = kRowSets * kLinesPerGroup;  // lines of one chunk
+constexpr int kMaxStepRows = kMaxTileRows;                 // rows a block takes at once, at most
+
+// A block's step: rows row0 .. row0 + n - 1 (consecutive, so that each source's lines of the step, and its LSE lines,
+// are consecutive in the workspace: step line L is line L - k x lines of row row0 + k).
+struct RowStep {
+    int row0;
+    int n;
+    int lines;  // step lines: n x the row's lines
+};
 
 struct RowShared {
-    ulonglong2 parts[kRowStageBytes / 16];  // [source][line][lane part]: every source's lines of the row
-    float lse[kMaxRanks];                   // the row's LSE values, by source
-    float weights[kMaxRanks];               // the row's weights, by source
+    ulonglong2 parts[kRowStageBytes / 16];   // [source][step line][lane part]: every source's lines of the step
+    float lse[kMaxStepRows][kMaxRanks];      // the step's LSE values, by row and source
+    float weights[kMaxStepRows][kMaxRanks];  // the step's weights, by row and source
     unsigned long long ticket;
     Deadline deadline;
-    int gave_up;  // a wait of some warp gave up: this row and the block's later ones are NaN
+    int gave_up;  // a wait of some warp gave up: this step and the block's later ones are NaN
 };
 
 template <int N, typename T, bool kBaseE>
@@ -623,8 +635,9 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
     const uint64_t start_ns = ptx::globaltimer_ns();
     const int blocks = (int)a.blocks_per_rank;
     const int rows = (int)a.rows;
+    const int step_rows = (int)a.tile_rows;
     const int rank_in_launch = blockIdx.x / blocks;
-    const int first_row = blockIdx.x - rank_in_launch * blocks;
+    const int first_step = blockIdx.x - rank_in_launch * blocks;
     const RankArgs& r = a.ranks[rank_in_launch];
     const int rank = (int)r.rank;
     unsigned char* ws = a.workspaces[rank];
@@ -637,6 +650,21 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
     const int lines = (int)a.data_lines;
     const int groups = (int)a.line_groups;
     const Lines<LaunchArgs<N>> at{a};
+    const auto step_of = [&](int step) {
+        const int row0 = step * step_rows;
+        const int n = min(step_rows, rows - row0);
+        return RowStep{row0, n, n * lines};
+    };
+    const auto has_step = [&](int step) { return step * step_rows < rows; };
+    // The row of its step that step line L belongs to (L < the step's lines).
+    const auto row_of_line = [&](int L) {
+        int k = 0;
+#pragma unroll
+        for (int i = 1; i < kMaxStepRows; ++i) {
+            k += L >= i * lines;
+        }
+        return k;
+    };
     const auto input_row = [&](int row) {
         return static_cast<const unsigned char*>(r.partial_o) +
                row_element_offset(a, row, r.o_stride_token, r.o_stride_head) * sizeof(T);
@@ -644,6 +672,8 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
     const auto lse_row = [&](int row) {
         return r.partial_lse + row_element_offset(a, row, r.lse_stride_token, r.lse_stride_head);
     };
+    // Lane l < n x groups sends and polls LSE line l of a step: group l mod groups of the step's row l / groups.
+    const int lse_line_row = quotient(lane, a.line_groups, a.groups_magic);
 
     // This lane's words of chunk c of a row's slice for peer p: lo[k], hi[k] of line 12c + 4k + sub.
     uint64_t lo[kRowSets];
@@ -659,15 +689,18 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
         }
     };
     // A warp whose first peer is another rank holds the first chunk and the LSE value for it in registers before it
-    // sends a row, so that a send waits for no load.
+    // sends a step, so that a send waits for no load.
     const bool preloads = warp < cp && warp != rank;
     float first_lse = 0.f;
-    const auto preload = [&](int row) {
-        load_chunk(row, warp, 0);
-        first_lse = __ldg(lse_row(row) + warp * r.lse_stride_peer);
+    const auto preload = [&](int step) {
+        const RowStep s = step_of(step);
+        load_chunk(s.row0, warp, 0);
+        if (lane < s.n * groups) {
+            first_lse = __ldg(lse_row(s.row0 + lse_line_row) + warp * r.lse_stride_peer);
+        }
     };
-    if (preloads) {
-        preload(first_row);  // issued before the ticket, so in flight while the ticket is
+    if (preloads && has_step(first_step)) {
+        preload(first_step);  // issued before the ticket, so in flight while the ticket is
     }
     if (threadIdx.x == 0) {
         sh.ticket = take_ticket(ws, blocks);
@@ -683,72 +716,80 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
         *reinterpret_cast<volatile unsigned int*>(a.status) = kStatusFailed;
     }
 
-    // Sends a row's slice and its LSE lines to every peer of this warp (a poisoned rank still sends); then preloads
-    // for the block's next row but one.
-    const auto send_row = [&](int row) {
-        const float* lse_in = lse_row(row);
+    // Sends a step's slices and their LSE lines to every peer of this warp (a poisoned rank still sends); then
+    // preloads for the block's next step but one.
+    const auto send_step = [&](int step) {
+        const RowStep s = step_of(step);
 #pragma unroll 1
         for (int p = warp; p < cp; p += kWarpsPerBlock) {
             if (p == rank) {
                 continue;
             }
-            unsigned char* to = a.workspaces[p] + at.data_line(f.slot, rank, row, 0) + part * 16;
+            unsigned char* to = a.workspaces[p] + at.data_line(f.slot, rank, s.row0, 0) + part * 16;
 #pragma unroll 1
-            for (int c = 0; c * kRowChunkLines < lines; ++c) {
-                if (p != warp || c != 0) {
-                    load_chunk(row, p, c);
-                }
+            for (int in_row = 0; in_row < s.n; ++in_row, to += lines * kLineBytes) {
+#pragma unroll 1
+                for (int c = 0; c * kRowChunkLines < lines; ++c) {
+                    if (p != warp || in_row != 0 || c != 0) {
+                        load_chunk(s.row0 + in_row, p, c);
+                    }
 #pragma unroll
-                for (int k = 0; k < kRowSets; ++k) {
-                    const int line = c * kRowChunkLines + k * kLinesPerGroup + sub;
-                    if (line < lines) {
-                        ptx::st_volatile_line_part(to + line * kLineBytes, lo[k], part == kFlagPart ? f.data : hi[k]);
+                    for (int k = 0; k < kRowSets; ++k) {
+                        const int line = c * kRowChunkLines + k * kLinesPerGroup + sub;
+                        if (line < lines) {
+                            ptx::st_volatile_line_part(to + line * kLineBytes, lo[k],
+                                                       part == kFlagPart ? f.data : hi[k]);
+                        }
                     }
                 }
             }
-            if (lane < groups) {
-                const float lse = p == warp ? first_lse : __ldg(lse_in + p * r.lse_stride_peer);
-                ptx::st_volatile_lse_line(a.workspaces[p] + at.lse_line(f.slot, rank, row, lane),
+            if (lane < s.n * groups) {
+                const float lse =
+                    p == warp ? first_lse : __ldg(lse_row(s.row0 + lse_line_row) + p * r.lse_stride_peer);
+                ptx::st_volatile_lse_line(a.workspaces[p] + at.lse_line(f.slot, rank, s.row0, lane),
                                           __float_as_uint(lse), f.lse);
             }
         }
-        if (preloads && row + blocks < rows) {
-            preload(row + blocks);
+        if (preloads && has_step(step + blocks)) {
+            preload(step + blocks);
         }
     };
 
-    // Every source of this warp's lines of a row into shared memory; false when a wait gave up. The waits give up at
-    // the block's deadline, the same for every warp, so no warp is kept waiting by another's failure.
-    const auto receive_lines = [&](int row) {
-        const unsigned char* in = input_row(row);
+    // Every source of this warp's lines of a step into shared memory; false when a wait gave up. The waits give up
+    // at the block's deadline, the same for every warp, so no warp is kept waiting by another's failure.
+    const auto receive_lines = [&](const RowStep& s) {
 #pragma unroll 1
         for (int p = warp; p < cp; p += kWarpsPerBlock) {
-            ulonglong2* stage = sh.parts + p * lines * kLanesPerLine + part;  // + line * 8
+            ulonglong2* stage = sh.parts + p * s.lines * kLanesPerLine + part;  // + step line * 8
             if (p == rank) {
-                // Copied in place of the lines, all at once; the staged words past the row's end and in the flag's
+                // Copied in place of the lines, all at once; the staged words past a row's end and in the flag's
                 // place are never read.
-                const unsigned char* from = in + p * r.o_stride_peer * sizeof(T);
                 uint64_t* to = reinterpret_cast<uint64_t*>(stage);
 #pragma unroll 1
-                for (int line = sub; line < lines; line += kLinesPerGroup) {
-                    const int j = line * kLineDataWords + 2 * part;
-                    if (j < words) {
-                        ptx::cp_async_8(to + line * kLineWords, from + j * kWordBytes);
-                    }
-                    if (part != kFlagPart && j + 1 < words) {
-                        ptx::cp_async_8(to + line * kLineWords + 1, from + (j + 1) * kWordBytes);
+                for (int k = 0; k < s.n; ++k) {
+                    const unsigned char* from = input_row(s.row0 + k) + p * r.o_stride_peer * sizeof(T);
+#pragma unroll 1
+                    for (int line = sub; line < lines; line += kLinesPerGroup) {
+                        const int j = line * kLineDataWords + 2 * part;
+                        uint64_t* word = to + (k * lines + line) * kLineWords;
+                        if (j < words) {
+                            ptx::cp_async_8(word, from + j * kWordBytes);
+                        }
+                        if (part != kFlagPart && j + 1 < words) {
+                            ptx::cp_async_8(word + 1, from + (j + 1) * kWordBytes);
+                        }
                     }
                 }
                 ptx::cp_async_commit();
                 continue;
             }
-            const unsigned char* from = ws + at.data_line(f.slot, p, row, 0) + part * 16;
+            const unsigned char* from = ws + at.data_line(f.slot, p, s.row0, 0) + part * 16;
 #pragma unroll 1
-            for (int c = 0; c * kRowChunkLines < lines; ++c) {
-                unsigned pending = 0u;  // bit k: line 12c + 4k + sub's flag not seen yet (the same in its 8 lanes)
+            for (int c = 0; c * kRowChunkLines < s.lines; ++c) {
+                unsigned pending = 0u;  // bit k: step line 12c + 4k + sub's flag not seen yet (the same in its 8 lanes)
 #pragma unroll
                 for (int k = 0; k < kRowSets; ++k) {
-                    if (c * kRowChunkLines + k * kLinesPerGroup + sub < lines) {
+                    if (c * kRowChunkLines + k * kLinesPerGroup + sub < s.lines) {
                         pending |= 1u << k;
                     }
                 }
@@ -774,8 +815,10 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
                     }
                     if (back_off(round, sh.deadline)) {
                         if (lane == __ffs(data_lanes) - 1) {
-                            record_timeout(ws, a.status, kTimeoutDataLine, p, row,
-                                           c * kRowChunkLines + (__ffs(pending) - 1) * kLinesPerGroup + sub, epoch);
+                            const int L = c * kRowChunkLines + (__ffs(pending) - 1) * kLinesPerGroup + sub;
+                            const int in_row = row_of_line(L);
+                            record_timeout(ws, a.status, kTimeoutDataLine, p, s.row0 + in_row, L - in_row * lines,
+                                           epoch);
                         }
                         return false;
                     }
@@ -784,39 +827,42 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
             // Every flag is there: the lines once more, all at once (each word merged was read after its flag was
             // seen), then the flags cleared.
 #pragma unroll 1
-            for (int line = sub; line < lines; line += kLinesPerGroup) {
-                ptx::cp_async_16(stage + line * kLanesPerLine, from + line * kLineBytes);
+            for (int L = sub; L < s.lines; L += kLinesPerGroup) {
+                ptx::cp_async_16(stage + L * kLanesPerLine, from + L * kLineBytes);
             }
             ptx::cp_async_commit();
             ptx::cp_async_wait<0>();
             if (part == kFlagPart) {
 #pragma unroll 1
-                for (int line = sub; line < lines; line += kLinesPerGroup) {
-                    ptx::st_volatile_clear_flag(const_cast<unsigned char*>(from) + line * kLineBytes + kWordBytes);
+                for (int L = sub; L < s.lines; L += kLinesPerGroup) {
+                    ptx::st_volatile_clear_flag(const_cast<unsigned char*>(from) + L * kLineBytes + kWordBytes);
                 }
             }
         }
         return true;
     };
 
-    // The row's LSE values (the own rank's from partial_lse; every other source's LSE lines polled, lane l taking
-    // the (source, group) pairs l, l + 32, ..., each cleared once seen) and then its weights, into shared memory, by
-    // the one warp that has the least else to do (for cp <= 8, the own rank's: it neither sends nor polls lines).
-    // False when a wait gave up.
+    // The step's LSE values (the own rank's from partial_lse; every other source's LSE lines polled, lane l taking
+    // the (source, step LSE line) pairs l, l + 32, ..., each cleared once seen) and then its weights, into shared
+    // memory, by the one warp that has the least else to do (for cp <= 8, the own rank's: it neither sends nor polls
+    // lines). False when a wait gave up.
     const int lse_warp = rank % kWarpsPerBlock;
-    const int lse_pairs = (cp - 1) * groups;
-    const auto receive_weights = [&](int row) {
-        float* lse = sh.lse;
-        if (lane == 0) {
-            lse[rank] = __ldg(lse_row(row) + rank * r.lse_stride_peer);
-        }
+    const auto receive_weights = [&](const RowStep& s) {
+        // The own LSE values go to shared memory after the poll, so that their load and the poll's overlap.
+        const float own_lse = lane < s.n ? __ldg(lse_row(s.row0 + lane) + rank * r.lse_stride_peer) : 0.f;
+        const int source_lines = s.n * groups;  // one source's LSE lines of the step, <= 32 (GridPlan)
+        const int pairs = (cp - 1) * source_lines;
+        // q / source_lines without a division: (q + 1/2) / source_lines is at least 1 / 64 from an integer, far more
+        // than the rounding of a correctly rounded reciprocal and product for q < 64 x 32.
+        const float by_source = __frcp_rn((float)source_lines);
 #pragma unroll 1
-        for (int q = lane; q - lane < lse_pairs; q += kWarpSize) {
-            const int s = quotient(q, a.line_groups, a.groups_magic);
-            const int group = q - s * groups;
-            const int src = s < rank ? s : s + 1;
-            unsigned char* line = ws + at.lse_line(f.slot, src, row, group);
-            bool waiting = q < lse_pairs;
+        for (int q = lane; q - lane < pairs; q += kWarpSize) {
+            const int si = __float2int_rz(__fmul_rn((float)q + 0.5f, by_source));
+            const int l = q - si * source_lines;
+            const int k = quotient(l, a.line_groups, a.groups_magic);
+            const int src = si < rank ? si : si + 1;
+            unsigned char* line = ws + at.lse_line(f.slot, src, s.row0, l);
+            bool waiting = q < pairs;
 #pragma unroll 1
             for (int round = 0;; ++round) {
                 if (waiting) {
@@ -824,8 +870,8 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
                     if (v.y == f.lse && v.w == f.lse) {
                         waiting = false;
                         ptx::st_volatile_clear_lse_line(line);
-                        if (group == 0) {
-                            lse[src] = __uint_as_float(v.x);
+                        if (l == k * groups) {
+                            sh.lse[k][src] = __uint_as_float(v.x);
                         }
                     }
                 }
@@ -835,65 +881,79 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
                 }
                 if (back_off(round, sh.deadline)) {
                     if (lane == __ffs(lse_lanes) - 1) {
-                        record_timeout(ws, a.status, kTimeoutLseLine, src, row, group, epoch);
+                        record_timeout(ws, a.status, kTimeoutLseLine, src, s.row0 + k, l - k * groups, epoch);
                     }
                     return false;
                 }
             }
         }
+        if (lane < s.n) {
+            sh.lse[lane][rank] = own_lse;
+        }
         __syncwarp();
-        const float l0 = lane < cp ? lse[lane] : -INFINITY;
-        const float l1 = lane + kWarpSize < cp ? lse[lane + kWarpSize] : -INFINITY;
-        row_weights<kBaseE>(l0, l1, cp, lane, sh.weights);
+#pragma unroll 1
+        for (int k = 0; k < s.n; ++k) {
+            const float l0 = lane < cp ? sh.lse[k][lane] : -INFINITY;
+            const float l1 = lane + kWarpSize < cp ? sh.lse[k][lane + kWarpSize] : -INFINITY;
+            row_weights<kBaseE>(l0, l1, cp, lane, sh.weights[k]);
+        }
         return true;
     };
 
-    // Merges the staged row into the output, one pair of elements per thread (NaN where a wait gave up or the
-    // workspace is poisoned).
-    const auto merge_row = [&](int row, bool nan) {
-        uint32_t* out = reinterpret_cast<uint32_t*>(r.out) + (long long)row * words * kPairsPerWord;
+    // Merges the staged step into the output, row by row, one pair of elements per thread (NaN where a wait gave up
+    // or the workspace is poisoned).
+    const auto merge_step = [&](const RowStep& s, bool nan) {
         const int pairs = words * kPairsPerWord;
+        uint32_t* out = reinterpret_cast<uint32_t*>(r.out) + (long long)s.row0 * pairs;
         if (nan) {
-            for (int h = threadIdx.x; h < pairs; h += kBlockThreads) {
+            for (int h = threadIdx.x; h < s.n * pairs; h += kBlockThreads) {
                 out[h] = nan_pair<T>();
             }
             return;
         }
         const uint32_t* staged = reinterpret_cast<const uint32_t*>(sh.parts);
-        const float* weights = sh.weights;
-        const int source_pairs = lines * kLineWords * kPairsPerWord;  // between two sources' staged lines
+        const int row_pairs = lines * kLineWords * kPairsPerWord;  // between two rows' staged lines of a source
+        const int source_pairs = s.n * row_pairs;                  // between two sources' staged lines
 #pragma unroll 1
-        for (int h = threadIdx.x; h < pairs; h += kBlockThreads) {
-            const int j = h / kPairsPerWord;
-            const int line = j / kLineDataWords;
-            const int at_pair = (line * kLineWords + (j - line * kLineDataWords)) * kPairsPerWord + h % kPairsPerWord;
-            float acc[kElemsPerPair] = {0.f, 0.f};
+        for (int k = 0; k < s.n; ++k) {
+            const float* weights = sh.weights[k];
+#pragma unroll 1
+            for (int h = threadIdx.x; h < pairs; h += kBlockThreads) {
+                const int j = h / kPairsPerWord;
+                const int line = j / kLineDataWords;
+                const int at_pair = k * row_pairs + (line * kLineWords + (j - line * kLineDataWords)) * kPairsPerWord +
+                                    h % kPairsPerWord;
+                float acc[kElemsPerPair] = {0.f, 0.f};
 #pragma unroll 4
-            for (int s = 0; s < cp; ++s) {
-                accumulate_pair<T>(acc, weights[s], staged[s * source_pairs + at_pair]);
+                for (int src = 0; src < cp; ++src) {
+                    accumulate_pair<T>(acc, weights[src], staged[src * source_pairs + at_pair]);
+                }
+                out[k * pairs + h] = pack_pair<T>(acc);
             }
-            out[h] = pack_pair<T>(acc);
         }
     };
 
     bool gave_up = poisoned;  // once a wait gave up, the block waits for nothing more
-    send_row(first_row);
+    if (has_step(first_step)) {
+        send_step(first_step);
+    }
 #pragma unroll 1
-    for (int row = first_row; row < rows; row += blocks) {
-        const int next = row + blocks;
-        if (next < rows) {
-            send_row(next);
+    for (int step = first_step; has_step(step); step += blocks) {
+        const int next = step + blocks;
+        if (has_step(next)) {
+            send_step(next);
         }
-        if (!gave_up && !(warp == lse_warp ? receive_lines(row) && receive_weights(row) : receive_lines(row)) &&
+        const RowStep s = step_of(step);
+        if (!gave_up && !(warp == lse_warp ? receive_lines(s) && receive_weights(s) : receive_lines(s)) &&
             lane == 0) {
             atomicExch(&sh.gave_up, 1);  // read after the barrier below
         }
         ptx::cp_async_wait<0>();  // this thread's copies into the stage have landed
         __syncthreads();
         gave_up = gave_up || sh.gave_up != 0;
-        merge_row(row, gave_up);
-        if (next < rows) {
-            __syncthreads();  // the stage, the LSE values and the weights are the next row's from here
+        merge_step(s, gave_up);
+        if (has_step(next)) {
+            __syncthreads();  // the stage, the LSE values and the weights are the next step's from here
         }
     }
 }

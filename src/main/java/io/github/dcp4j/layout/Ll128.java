@@ -103,7 +103,7 @@ public final class Ll128 {
     public static final int LINE_FLAG_OFFSET = LINE_DATA_WORDS * WORD_BYTES;
     /** Lines in one group: a warp of 32 lanes x 16 bytes stores 4 whole lines. */
     public static final int LINES_PER_GROUP = 4;
-    /** Most line groups in one row. */
+    /** Most line groups in one row: one LSE line per lane of a warp (the kernel's lanes store and poll them so). */
     public static final int MAX_GROUPS = 32;
     /** Most bytes of data in one row slice (head_dim x element size): 32 groups x 4 lines x 15 words x 8 bytes. */
     public static final int MAX_ROW_DATA_BYTES = MAX_GROUPS * LINES_PER_GROUP * LINE_DATA_BYTES;
@@ -141,11 +141,14 @@ public final class Ll128 {
     /** Input chunks (up to 4 line groups, 1920 bytes, of one row slice) a sending warp stages in shared memory. */
     public static final int SEND_STAGES = 3;
     /**
-     * Shared memory the row kernel stages a row's lines of every source in (docs/CUDA.md): it runs only where
-     * cp x data lines x 128 fits.
+     * Shared memory the row kernel stages a step's lines of every source in (docs/CUDA.md): it runs only where
+     * cp x data lines x 128 fits, and takes several rows at once where that many times fits.
      */
     public static final int ROW_STAGE_BYTES = 32768;
-    /** Most rows in one receive tile (a block's receivers finish a tile together; the send window counts tiles). */
+    /**
+     * Most rows in one receive tile of the tiled kernel (a block's receivers finish a tile together; the send window
+     * counts tiles), and in one step of the row kernel.
+     */
     public static final int MAX_TILE_ROWS = 4;
 
     /**

@@ -11,8 +11,11 @@ import io.github.dcp4j.layout.Ll128;
  * @param rowKernel     the row kernel: each block takes its rows one at a time, every source of a row staged in
  *                      shared memory
  * @param blocksPerRank blocks of each rank
- * @param tileRows      rows in one receive tile, 1..{@link Ll128#MAX_TILE_ROWS} (1 for the row kernel)
- * @param sendWindow    tiles the senders may be ahead
+ * @param tileRows      the tiled kernel: rows in one receive tile; the row kernel: rows a block takes at once (its
+ *                      step: consecutive rows, so that a source's lines of the step are consecutive); 1..{@link
+ *                      Ll128#MAX_TILE_ROWS}
+ * @param sendWindow    tiles the tiled kernel's senders may be ahead (the row kernel's blocks always send one step
+ *                      ahead of the one they wait for)
  * @param reloadLines   the tiled kernel's receivers load a batch's lines again once they have seen all its flags
  *                      (the row kernel's always do): on by default, since the GPU tests saw torn lines without it
  *                      (docs/PROTOCOL.md)
@@ -24,7 +27,18 @@ record GridPlan(boolean rowKernel, int blocksPerRank, int tileRows, int sendWind
      * kernel can take the call.
      */
     static boolean rowStageFits(int cp, int dataLines) {
-        return (long) cp * dataLines * Ll128.LINE_BYTES <= Ll128.ROW_STAGE_BYTES;
+        return stepFits(1, cp, dataLines);
+    }
+
+    /**
+     * Whether a row kernel step of {@code stepRows} rows fits: every source's lines of the step in the shared-memory
+     * stage, and one source's LSE lines of the step one per lane of a warp (the weights warp polls them so, and the
+     * sending warp's lanes store them).
+     */
+    private static boolean stepFits(int stepRows, int cp, int dataLines) {
+        long lseLines = (long) stepRows * Math.ceilDiv(dataLines, Ll128.LINES_PER_GROUP);
+        return (long) stepRows * cp * dataLines * Ll128.LINE_BYTES <= Ll128.ROW_STAGE_BYTES
+                && lseLines <= Ll128.MAX_GROUPS;
     }
 
     /**
@@ -43,16 +57,24 @@ record GridPlan(boolean rowKernel, int blocksPerRank, int tileRows, int sendWind
     static final int DEFAULT_SEND_WINDOW = 2;
 
     /**
+     * The rows a row kernel block takes at once by default where it has more rows than one: a step's fixed costs
+     * (its addresses, polls, barriers and weights) are shared by its rows, and each warp has that many rows' lines in
+     * flight (docs/PERFORMANCE.md).
+     */
+    static final int DEFAULT_STEP_ROWS = 2;
+
+    /**
      * Overrides for kernel experiments (docs/CUDA.md), from
-     * {@code -Ddcp4j.gridPlan=window=W,tileRows=T,maxBlocks=B,reload=0|1,stream=0|1,row=N} (stream: -1, the
+     * {@code -Ddcp4j.gridPlan=window=W,tileRows=T,maxBlocks=B,reload=0|1,stream=0|1,row=N,step=S} (stream: -1, the
      * default, decides by size; row: the most rows per block the row kernel takes, 0 for never; by default no bound,
      * since the row kernel was measured faster than the tiled one at every batch of the layer shape, up to 63 rows
-     * per block, docs/PERFORMANCE.md).
+     * per block, docs/PERFORMANCE.md; step: the rows a row kernel block takes at once, 1..{@link Ll128#MAX_TILE_ROWS},
+     * at most what fits; 0, the default, takes {@link #DEFAULT_STEP_ROWS} where a block has several rows, else 1).
      */
     record Tuning(int sendWindow, int maxTileRows, int maxBlocks, boolean reloadLines, int streamInputs,
-                  int rowKernelRows) {
+                  int rowKernelRows, int stepRows) {
         static final Tuning DEFAULT = new Tuning(DEFAULT_SEND_WINDOW, Ll128.MAX_TILE_ROWS, Integer.MAX_VALUE, true,
-                -1, Integer.MAX_VALUE);
+                -1, Integer.MAX_VALUE, 0);
         static final String PROPERTY = "dcp4j.gridPlan";
 
         /** The tuning the property names, or the default; a malformed value is refused with what it got. */
@@ -68,6 +90,7 @@ record GridPlan(boolean rowKernel, int blocksPerRank, int tileRows, int sendWind
             boolean reload = DEFAULT.reloadLines;
             int stream = DEFAULT.streamInputs;
             int row = DEFAULT.rowKernelRows;
+            int step = DEFAULT.stepRows;
             for (String part : spec.split(",")) {
                 String[] kv = part.split("=", 2);
                 int value;
@@ -84,11 +107,13 @@ record GridPlan(boolean rowKernel, int blocksPerRank, int tileRows, int sendWind
                     case "reload" -> reload = require(key, value, 0, 1, spec) == 1;
                     case "stream" -> stream = require(key, value, 0, 1, spec);
                     case "row" -> row = require(key, value, 0, Integer.MAX_VALUE, spec);
+                    case "step" -> step = require(key, value, 0, Ll128.MAX_TILE_ROWS, spec);
                     default -> throw new IllegalArgumentException(PROPERTY + " takes window=N, tileRows=N,"
-                            + " maxBlocks=N, reload=0|1, stream=0|1 and row=N, comma-separated; got '" + spec + "'");
+                            + " maxBlocks=N, reload=0|1, stream=0|1, row=N and step=N, comma-separated; got '" + spec
+                            + "'");
                 }
             }
-            return new Tuning(window, tileRows, blocks, reload, stream, row);
+            return new Tuning(window, tileRows, blocks, reload, stream, row, step);
         }
 
         private static int require(String key, int value, int least, int most, String spec) {
@@ -103,17 +128,18 @@ record GridPlan(boolean rowKernel, int blocksPerRank, int tileRows, int sendWind
     /**
      * The plan for {@code rows} rows of {@code cp} sources and {@code dataLines} lines within {@code budget} blocks
      * per rank. The row kernel where its stage fits and no block takes more than {@code tuning.rowKernelRows()}
-     * rows: a block per row while they fit the budget, else every block takes several rows in turn. Otherwise the
-     * tiled kernel: a block per row while they fit (each row's groups are received in parallel and each block's few
-     * sends are spread over its send warps), else tiles of up to {@code tuning.maxTileRows()} rows over at most
-     * {@code budget} blocks.
+     * rows: a block per row while they fit the budget, else every block takes several rows in turn, {@link
+     * #stepRows} at a time. Otherwise the tiled kernel: a block per row while they fit (each row's groups are
+     * received in parallel and each block's few sends are spread over its send warps), else tiles of up to {@code
+     * tuning.maxTileRows()} rows over at most {@code budget} blocks.
      */
     static GridPlan of(int rows, int cp, int dataLines, int budget, Tuning tuning) {
         int blocks = Math.max(1, Math.min(budget, tuning.maxBlocks()));
         if (tuning.rowKernelRows() > 0 && rowStageFits(cp, dataLines)
                 && Math.ceilDiv(rows, blocks) <= tuning.rowKernelRows()) {
-            return new GridPlan(true, Math.max(1, Math.min(rows, blocks)), 1, tuning.sendWindow(),
-                    tuning.reloadLines());
+            int step = stepRows(rows, cp, dataLines, blocks, tuning);
+            return new GridPlan(true, Math.max(1, Math.min(Math.ceilDiv(rows, step), blocks)), step,
+                    tuning.sendWindow(), tuning.reloadLines());
         }
         if (rows <= blocks) {
             return new GridPlan(false, Math.max(1, rows), 1, tuning.sendWindow(), tuning.reloadLines());
@@ -121,5 +147,18 @@ record GridPlan(boolean rowKernel, int blocksPerRank, int tileRows, int sendWind
         int tileRows = Math.min(tuning.maxTileRows(), Math.ceilDiv(rows, blocks));
         return new GridPlan(false, Math.min(blocks, Math.ceilDiv(rows, tileRows)), tileRows, tuning.sendWindow(),
                 tuning.reloadLines());
+    }
+
+    /**
+     * The rows a row kernel block takes at once: {@code tuning.stepRows()} where set, else {@link #DEFAULT_STEP_ROWS}
+     * where the rows outnumber the blocks, else 1; never more than a block's share of the rows or than what fits.
+     */
+    static int stepRows(int rows, int cp, int dataLines, int blocks, Tuning tuning) {
+        int wanted = tuning.stepRows() > 0 ? tuning.stepRows() : rows > blocks ? DEFAULT_STEP_ROWS : 1;
+        int step = Math.max(1, Math.min(wanted, Math.ceilDiv(rows, blocks)));
+        while (step > 1 && !stepFits(step, cp, dataLines)) {
+            step--;
+        }
+        return step;
     }
 }

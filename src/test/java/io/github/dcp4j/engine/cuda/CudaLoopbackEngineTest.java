@@ -363,7 +363,7 @@ class CudaLoopbackEngineTest {
      * recovers. Both kernels, and the row kernel with blocks that take several rows in turn.
      */
     @ParameterizedTest(name = "gridPlan {0}")
-    @ValueSource(strings = {"row=64", "row=64,maxBlocks=2", "row=0"})
+    @ValueSource(strings = {"row=64", "row=64,maxBlocks=2", "row=64,maxBlocks=2,step=3", "row=0"})
     void aTimeoutInsideAReplayedGraphPoisonsUntilTheReset(String gridPlan) {
         withGridPlan(gridPlan, this::timeoutInsideAGraph);
     }
@@ -431,10 +431,12 @@ class CudaLoopbackEngineTest {
      * of both slots is rewritten with other data at a high rate while receivers poll it. A line whose flag were seen
      * before its data would merge another call's words (every weight is far from 0, so every word shows): every
      * output of every call is compared with the exact merge, bit for bit. Both kernels: the row kernel takes this
-     * shape unless the grid plan says row=0, with a block per row or (maxBlocks=5) 5 blocks taking 64 rows in turn.
+     * shape unless the grid plan says row=0, with a block per row or (maxBlocks=5) 5 blocks taking 64 rows in turn,
+     * one, two or three at once.
      */
     @ParameterizedTest(name = "gridPlan {0}")
-    @ValueSource(strings = {"row=64", "row=64,maxBlocks=5", "row=0"})
+    @ValueSource(strings = {"row=64", "row=64,maxBlocks=5,step=1", "row=64,maxBlocks=5,step=2",
+        "row=64,maxBlocks=5,step=3", "row=0"})
     void noTornLinesWhileEveryLineIsRewrittenAtAHighRate(String gridPlan) {
         withGridPlan(gridPlan, this::tornLines);
     }
@@ -484,20 +486,23 @@ class CudaLoopbackEngineTest {
      * row kernel's one block sending both rows before it waits (maxBlocks=1).
      */
     @ParameterizedTest(name = "gridPlan {0}")
-    @ValueSource(strings = {"row=64", "row=64,maxBlocks=1", "row=0"})
+    @ValueSource(strings = {"row=64", "row=64,maxBlocks=1", "row=64,maxBlocks=1,step=2", "row=0"})
     void kernelWritesTheJavaLayoutByteForByte(String gridPlan) {
         withGridPlan(gridPlan, this::javaLayout);
     }
 
     /**
      * The row kernel with fewer blocks than rows, so that each block takes several rows in turn (one block, a few,
-     * all rows but one), at several group sizes, calls of decreasing row counts on one workspace: every output is
-     * the exact merge, bit for bit; at head_dim 1024 a row's lines fill more than half of the stage.
+     * all rows but one), one to four at once (step; the last step of a block often shorter), at several group
+     * sizes, calls of decreasing row counts on one workspace: every output is the exact merge, bit for bit; at
+     * head_dim 1024 a row's lines fill more than half of the stage, so a step of 2 is taken one row at a time.
      */
-    @ParameterizedTest(name = "cp {0}, maxBlocks {1}, head_dim {2}")
-    @CsvSource({"2, 1, 512", "8, 3, 512", "8, 23, 512", "13, 5, 512", "8, 3, 1024"})
-    void rowKernelBlocksTakingSeveralRowsInTurnMatchTheExactMerge(int cp, int maxBlocks, int headDim) {
-        withGridPlan("row=64,maxBlocks=" + maxBlocks, () -> {
+    @ParameterizedTest(name = "cp {0}, maxBlocks {1}, head_dim {2}, {3}")
+    @CsvSource({"2, 1, 512, 'step=1'", "2, 2, 512, 'step=4'", "8, 3, 512, 'step=1'", "8, 3, 512, 'step=2'",
+        "8, 3, 512, 'step=3'", "8, 23, 512, 'step=2'", "13, 5, 512, 'step=2'", "8, 3, 1024, 'step=1'",
+        "8, 3, 1024, 'step=2'"})
+    void rowKernelBlocksTakingSeveralRowsInTurnMatchTheExactMerge(int cp, int maxBlocks, int headDim, String steps) {
+        withGridPlan("row=64,maxBlocks=" + maxBlocks + "," + steps, () -> {
             int heads = 3;
             WorkspaceSpec spec = new WorkspaceSpec(8, heads, cp, headDim, DType.BF16);
             try (Arena arena = Arena.ofShared();
@@ -509,7 +514,11 @@ class CudaLoopbackEngineTest {
                     List<TensorView> out = Tensors.outputs(arena, g);
                     try (KernelCall call = gpu.prepare(g.partialO(), g.partialLse(), out, LseMode.BASE2, stream)) {
                         assertTrue(call.rowKernel());
-                        assertEquals(Math.min(maxBlocks, tokens * heads), call.blocksPerRank());
+                        int rows = tokens * heads;
+                        int lines = spec.layout().row().dataLines();
+                        int stepRows = GridPlan.stepRows(rows, cp, lines, maxBlocks,
+                                GridPlan.Tuning.fromSystemProperty());
+                        assertEquals(Math.min(maxBlocks, Math.ceilDiv(rows, stepRows)), call.blocksPerRank());
                         call.run();
                         call.readOutputs();
                     }

@@ -25,18 +25,40 @@ class GridPlanTest {
     }
 
     @Test
-    void theRowKernelSpreadsMoreRowsThanTheBudgetOverEveryBlock() {
-        // batch 16 and 256: 256 and 4096 rows over 66 blocks, each taking its rows in turn
-        assertEquals(new GridPlan(true, 66, 1, GridPlan.DEFAULT_SEND_WINDOW, true),
-                GridPlan.of(256, CP, LINES, 66, DEFAULT));
-        assertEquals(new GridPlan(true, 66, 1, GridPlan.DEFAULT_SEND_WINDOW, true),
+    void theRowKernelSpreadsMoreRowsThanTheBudgetOverEveryBlockInStepsOfSeveralRows() {
+        // batch 16 and 256: 256 and 4096 rows over 66 blocks, each taking its rows in turn, DEFAULT_STEP_ROWS at once
+        int step = GridPlan.DEFAULT_STEP_ROWS;
+        assertEquals(new GridPlan(true, Math.min(66, Math.ceilDiv(256, step)), step, GridPlan.DEFAULT_SEND_WINDOW,
+                true), GridPlan.of(256, CP, LINES, 66, DEFAULT));
+        assertEquals(new GridPlan(true, 66, step, GridPlan.DEFAULT_SEND_WINDOW, true),
                 GridPlan.of(4096, CP, LINES, 66, DEFAULT));
+        // batch 8: 128 rows, two for each of 64 blocks
+        assertEquals(new GridPlan(true, 64, 2, GridPlan.DEFAULT_SEND_WINDOW, true),
+                GridPlan.of(128, CP, LINES, 66, GridPlan.Tuning.parse("step=2")));
+    }
+
+    @Test
+    void stepNSetsTheRowsABlockTakesAtOnceWithinItsShareAndWhatFits() {
+        assertEquals(3, GridPlan.of(4096, CP, LINES, 66, GridPlan.Tuning.parse("step=3")).tileRows());
+        assertEquals(1, GridPlan.of(4096, CP, LINES, 66, GridPlan.Tuning.parse("step=1")).tileRows());
+        // a block per row: one at a time, whatever the tuning asks
+        assertEquals(1, GridPlan.of(16, CP, LINES, 66, GridPlan.Tuning.parse("step=4")).tileRows());
+        // two rows per block at most: a step of two
+        assertEquals(2, GridPlan.of(100, CP, LINES, 66, GridPlan.Tuning.parse("step=4")).tileRows());
+        // cp 8 x 9 lines x 128 bytes = 9 KB a row: three rows fill the 32 KB stage, four do not
+        assertEquals(3, GridPlan.of(4096, CP, LINES, 66, GridPlan.Tuning.parse("step=4")).tileRows());
+        // a row of 9 groups (36 lines) at cp 2: three rows have 27 LSE lines a source, four 36, more than a warp's
+        assertEquals(3, GridPlan.of(4096, 2, 36, 66, GridPlan.Tuning.parse("step=4")).tileRows());
+        // a row whose sources fill the stage alone: one at a time
+        assertEquals(1, GridPlan.of(4096, 64, Ll128.ROW_STAGE_BYTES / Ll128.LINE_BYTES / 64, 66, DEFAULT).tileRows());
+        assertThrows(IllegalArgumentException.class, () -> GridPlan.Tuning.parse("step=5"));
+        assertThrows(IllegalArgumentException.class, () -> GridPlan.Tuning.parse("step=-1"));
     }
 
     @Test
     void row4BoundsTheRowsEachBlockOfTheRowKernelTakes() {
         GridPlan.Tuning four = GridPlan.Tuning.parse("row=4");
-        assertEquals(new GridPlan(true, 66, 1, GridPlan.DEFAULT_SEND_WINDOW, true),
+        assertEquals(new GridPlan(true, 66, GridPlan.DEFAULT_STEP_ROWS, GridPlan.DEFAULT_SEND_WINDOW, true),
                 GridPlan.of(4 * 66, CP, LINES, 66, four));
         assertTrue(!GridPlan.of(4 * 66 + 1, CP, LINES, 66, four).rowKernel());
         assertTrue(GridPlan.of(4096, CP, LINES, 66, GridPlan.Tuning.parse("row=63")).rowKernel());
@@ -73,6 +95,8 @@ class GridPlanTest {
                     assertTrue(p.blocksPerRank() >= 1 && p.blocksPerRank() <= budget, rows + " rows, budget " + budget);
                     assertTrue(p.tileRows() >= 1 && p.tileRows() <= Ll128.MAX_TILE_ROWS);
                     assertTrue(p.blocksPerRank() <= rows, "no block without a row");
+                    assertTrue(Math.ceilDiv(rows, p.tileRows()) >= p.blocksPerRank() || !p.rowKernel(),
+                            "no row kernel block without a step");
                 }
             }
         }
@@ -103,11 +127,11 @@ class GridPlanTest {
 
     @Test
     void tuningOverridesParseAndBadValuesAreRefusedNamingThem() {
-        assertEquals(new GridPlan.Tuning(0, 2, 40, true, 1, 0),
-                GridPlan.Tuning.parse("window=0, tileRows=2,maxBlocks=40,reload=1,stream=1,row=0"));
+        assertEquals(new GridPlan.Tuning(0, 2, 40, true, 1, 0, 3),
+                GridPlan.Tuning.parse("window=0, tileRows=2,maxBlocks=40,reload=1,stream=1,row=0,step=3"));
         assertEquals(new GridPlan(false, 40, 2, 0, false), GridPlan.of(4096, CP, LINES, 66,
                 GridPlan.Tuning.parse("window=0,tileRows=2,maxBlocks=40,reload=0,row=0")));
-        assertEquals(new GridPlan(true, 40, 1, GridPlan.DEFAULT_SEND_WINDOW, true),
+        assertEquals(new GridPlan(true, 40, GridPlan.DEFAULT_STEP_ROWS, GridPlan.DEFAULT_SEND_WINDOW, true),
                 GridPlan.of(4096, CP, LINES, 66, GridPlan.Tuning.parse("maxBlocks=40")));
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
                 () -> GridPlan.Tuning.parse("window=-1"));
