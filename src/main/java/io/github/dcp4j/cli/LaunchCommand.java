@@ -29,6 +29,7 @@ import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Properties;
 import java.util.Set;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CopyOnWriteArrayList;
@@ -43,7 +44,7 @@ import java.util.stream.Stream;
             "Fails fast: when a rank exits with an error or dies, the other ranks are stopped and launch exits with 1"
                 + " (--keep-going waits for every rank instead); when launch itself dies (even by SIGKILL), every rank"
                 + " stops. Several ranks on one GPU run concurrently only under the MPS daemon; launch says whether it"
-                + " found one.",
+                + " found one. The launcher's dcp4j.* system properties (e.g. -Ddcp4j.gridPlan=...) reach every rank.",
             "Example: dcp4j launch --nproc 8 -- bench --ranks processes"})
 final class LaunchCommand implements Callable<Integer> {
     /** How long stopped ranks get to exit before they are killed. */
@@ -52,6 +53,8 @@ final class LaunchCommand implements Callable<Integer> {
     static final String DCP4J_LAUNCHER_PID = "DCP4J_LAUNCHER_PID";
     /** A rank's exit code when its launcher is gone. */
     static final int LAUNCHER_GONE_EXIT = 4;
+    /** The system properties a launcher passes on to its ranks start with this. */
+    static final String DCP4J_PROPERTY_PREFIX = "dcp4j.";
 
     @Option(names = "--nproc", required = true, description = "Ranks (child JVMs) to start.")
     int nproc;
@@ -201,6 +204,7 @@ final class LaunchCommand implements Callable<Integer> {
         cmd.add("--enable-native-access=ALL-UNNAMED");
         // each child extracts JCuda's natives into its own directory: concurrent extraction into one races
         cmd.add("-Djava.io.tmpdir=" + tmp);
+        cmd.addAll(forwardedProperties(System.getProperties()));
         cmd.add("-cp");
         cmd.add(classPath());
         cmd.add(Main.class.getName());
@@ -236,6 +240,18 @@ final class LaunchCommand implements Callable<Integer> {
             Runtime.getRuntime().halt(LAUNCHER_GONE_EXIT);
         };
         ProcessHandle.of(Long.parseLong(pid)).ifPresentOrElse(launcher -> launcher.onExit().thenRun(stop), stop);
+    }
+
+    /**
+     * The {@code -D} options that give a rank the launcher's own dcp4j.* system properties (the kernel experiment
+     * overrides, docs/CUDA.md), so that every rank of a group plans its calls alike; in key order.
+     */
+    static List<String> forwardedProperties(Properties properties) {
+        return properties.stringPropertyNames().stream()
+                .filter(k -> k.startsWith(DCP4J_PROPERTY_PREFIX))
+                .sorted()
+                .map(k -> "-D" + k + "=" + properties.getProperty(k))
+                .toList();
     }
 
     static String javaExecutable() {

@@ -13,6 +13,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Properties;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
@@ -34,6 +35,18 @@ class LaunchTest {
         StringWriter err = new StringWriter();
         int code = Main.run(args, new PrintWriter(out, true), new PrintWriter(err, true));
         return new Run(code, out.toString(), err.toString());
+    }
+
+    @Test
+    void theLaunchersDcp4jPropertiesAndNoOthersArePassedToEveryRank() {
+        Properties p = new Properties();
+        p.setProperty("dcp4j.gridPlan", "step=3,maxBlocks=48");
+        p.setProperty("dcp4j.other", "x y");
+        p.setProperty("java.io.tmpdir", "/elsewhere");
+        p.setProperty("dcp4jnot", "1");
+        assertEquals(List.of("-Ddcp4j.gridPlan=step=3,maxBlocks=48", "-Ddcp4j.other=x y"),
+                LaunchCommand.forwardedProperties(p));
+        assertEquals(List.of(), LaunchCommand.forwardedProperties(new Properties()));
     }
 
     @Test
