@@ -24,7 +24,11 @@ import picocli.CommandLine.Spec;
 
 import java.io.PrintWriter;
 import java.lang.foreign.Arena;
+import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
 import java.util.SplittableRandom;
 import java.util.concurrent.Callable;
 
@@ -59,12 +63,38 @@ final class CheckCommand implements Callable<Integer> {
             description = "Seed of every case's inputs, default ${DEFAULT-VALUE}.")
     long seed;
 
+    @Option(names = "--csv", paramLabel = "FILE", description = "Also write this rank's checks as CSV to FILE; in a"
+            + " group of several ranks FILE must hold " + RANK_PLACEHOLDER + ", which becomes the rank.")
+    String csv;
+
+    @Option(names = "--json", paramLabel = "FILE", description = "Also write this rank's checks as JSON to FILE (" +
+            RANK_PLACEHOLDER + " as for --csv).")
+    String json;
+
+    /** In --csv / --json, replaced by the rank, so that the ranks of a group write one file each. */
+    static final String RANK_PLACEHOLDER = "{rank}";
+
     @Spec
     CommandSpec spec;
 
     private PrintWriter report;
     private int rank;
     private int cp;
+    private final List<Check> checks = new ArrayList<>();
+
+    /**
+     * One check of this rank (public accessors: it is also the JSON's shape). Output checks give the relative error
+     * against fp64 and the elements that differ from the CPU engine; the others (counters, refusals) NaN and 0.
+     */
+    record Check(int rank, String check, boolean passed, double relativeError, long elementsDiffering,
+                 long elements) {
+        static final String CSV_HEADER = "rank,check,passed,rel_err,elements_differing,elements";
+
+        String csvLine() {
+            return String.format(Locale.ROOT, "%d,\"%s\",%b,%.6e,%d,%d", rank, check.replace("\"", "\"\""), passed,
+                    relativeError, elementsDiffering, elements);
+        }
+    }
 
     @Override
     public Integer call() {
@@ -81,17 +111,48 @@ final class CheckCommand implements Callable<Integer> {
         try (RankSetup setup = RankSetup.fromEnvironment(timeout, Log.to(err))) {
             rank = setup.rank();
             cp = setup.worldSize();
-            if (fault != null) {
-                return drill(setup, fault[0], Integer.parseInt(fault[1]));
+            Path csvFile = tableFile("--csv", csv, rank, cp);
+            Path jsonFile = tableFile("--json", json, rank, cp);
+            try {
+                if (fault != null) {
+                    return drill(setup, fault[0], Integer.parseInt(fault[1]));
+                }
+                int failures = 0;
+                failures += conformance(setup);
+                failures += counterWrap(setup);
+                failures += graphReplays(setup);
+                report.printf("rank %d: %s%n", rank, failures == 0 ? "all cases passed"
+                        : failures + " check(s) FAILED");
+                report.flush();
+                return failures == 0 ? 0 : 1;
+            } finally {
+                TableFiles.write(csvFile, jsonFile, Check.CSV_HEADER, Check::csvLine, checks);
             }
-            int failures = 0;
-            failures += conformance(setup);
-            failures += counterWrap(setup);
-            failures += graphReplays(setup);
-            report.printf("rank %d: %s%n", rank, failures == 0 ? "all cases passed" : failures + " check(s) FAILED");
-            report.flush();
-            return failures == 0 ? 0 : 1;
         }
+    }
+
+    /**
+     * The file rank {@code rank} of a group of {@code ranks} writes for {@code option}: {@code file} with {@link
+     * #RANK_PLACEHOLDER} replaced by the rank; null where the option is not given.
+     *
+     * @throws IllegalArgumentException for several ranks and a name without the placeholder (they would all write
+     *                                  one file)
+     */
+    static Path tableFile(String option, String file, int rank, int ranks) {
+        if (file == null) {
+            return null;
+        }
+        if (ranks > 1 && !file.contains(RANK_PLACEHOLDER)) {
+            throw new IllegalArgumentException(option + " in a group of " + ranks + " ranks must name a file with "
+                    + RANK_PLACEHOLDER + " in it (each rank writes its own); got '" + file + "'");
+        }
+        return Path.of(file.replace(RANK_PLACEHOLDER, Integer.toString(rank)));
+    }
+
+    /** Records a check that compares no output (a counter, a refusal) and returns 0 where it passed, else 1. */
+    private int record(String name, boolean passed) {
+        checks.add(new Check(rank, name, passed, Double.NaN, 0, 0));
+        return passed ? 0 : 1;
     }
 
     private String[] parseInject() {
@@ -134,6 +195,7 @@ final class CheckCommand implements Callable<Integer> {
             }
             double err = Fp64Oracle.relativeError(mine, Fp64Oracle.reduce(g.partialO(), g.partialLse(), rank, mode));
             boolean ok = err <= MainJob.TOLERANCE && differ == 0;
+            checks.add(new Check(rank, name, ok, err, differ, mine.numel()));
             report.printf("rank %d: %-44s %s (rel err %.1e vs fp64, %d of %d elements differ from the CPU engine)%n",
                     rank, name, ok ? "ok" : "FAILED", err, differ, mine.numel());
             report.flush();
@@ -187,7 +249,7 @@ final class CheckCommand implements Callable<Integer> {
                 engine.reduce(g.partialO().get(rank), g.partialLse().get(rank), out, rank, cp, LseMode.BASE2);
                 failures += verify("counter wrap, call " + (i + 1) + " of 6", g, out, LseMode.BASE2, spec);
             }
-            if (engine.epoch() != 3) {
+            if (record("counter wrap, the counter after the calls", engine.epoch() == 3) != 0) {
                 report.printf("rank %d: counter wrap FAILED: epoch %d after 2^32 - 3 + 6 calls, expected 3%n", rank,
                         engine.epoch());
                 failures++;
@@ -217,7 +279,7 @@ final class CheckCommand implements Callable<Integer> {
                 call.readOutputs();
             }
             int failures = verify("CUDA graph, 3 replays of 20 calls", g, out, LseMode.BASE2, spec);
-            if (engine.epoch() != before + 60) {
+            if (record("CUDA graph, the counter after the replays", engine.epoch() == before + 60) != 0) {
                 report.printf("rank %d: graph replays FAILED: the counter went from %d to %d, expected +60%n", rank,
                         before, engine.epoch());
                 failures++;
@@ -244,12 +306,12 @@ final class CheckCommand implements Callable<Integer> {
                     engine.reduce(o, lse, out, cpRank, cp, LseMode.BASE2);
                     report.printf("rank %d: drill FAILED: the call with rank %d's wrong cp_rank was launched%n",
                             rank, target);
-                    return 1;
+                    return record("wrong cp_rank refused before launch", false);
                 } catch (GroupCheck.MismatchException e) {
                     boolean named = e.getMessage().contains("rank " + target + ":");
                     report.printf("rank %d: refused before launch%s: %s%n", rank, named ? "" : " (FAILED: rank "
                             + target + " not named)", e.getMessage());
-                    if (!named) {
+                    if (record("wrong cp_rank refused before launch, naming rank " + target, named) != 0) {
                         return 1;
                     }
                 }
@@ -259,13 +321,13 @@ final class CheckCommand implements Callable<Integer> {
                     try {
                         engine.reduce(o, lse, out, rank, cp, LseMode.BASE2);
                         report.printf("rank %d: drill FAILED: the call completed without rank %d%n", rank, target);
-                        return 1;
+                        return record("skipped call times out", false);
                     } catch (PeerTimeoutException e) {
                         double s = (System.nanoTime() - start) / 1e9;
                         boolean named = e.sourceRank() == target;
                         report.printf("rank %d: timed out after %.1f s%s: %s%n", rank, s, named ? ""
                                 : " (FAILED: rank " + target + " not named)", e.getMessage());
-                        if (!named) {
+                        if (record("skipped call times out, naming rank " + target, named) != 0) {
                             return 1;
                         }
                     }

@@ -1,10 +1,8 @@
 package io.github.dcp4j.cli;
 
-import com.fasterxml.jackson.databind.ObjectMapper;
 import io.github.dcp4j.Engines;
 import io.github.dcp4j.engine.LocalGroup;
 import io.github.dcp4j.engine.cuda.RankSetup;
-import io.github.dcp4j.io.WholeFile;
 import io.github.dcp4j.op.DType;
 import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.ReduceCall;
@@ -15,12 +13,9 @@ import io.github.dcp4j.reference.Fp64Oracle;
 import io.github.dcp4j.reference.RandomInputs;
 import picocli.CommandLine.Option;
 
-import java.io.IOException;
 import java.io.PrintWriter;
-import java.io.UncheckedIOException;
 import java.lang.foreign.Arena;
 import java.nio.ByteBuffer;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -121,24 +116,11 @@ final class MainJob {
     record Row(String engine, int batch, double maxRelativeError, double medianMicros, int calls) {
     }
 
-    /** The table as CSV and JSON where --csv / --json ask for them (each file written whole, as reduce writes). */
+    /** The table as CSV and JSON where --csv / --json ask for them. */
     private void writeTables(List<Row> rows) {
-        try {
-            if (csv != null) {
-                StringBuilder s = new StringBuilder("engine,batch,max_rel_err,us_per_call,calls\n");
-                for (Row r : rows) {
-                    s.append(String.format(Locale.ROOT, "%s,%d,%.6e,%.3f,%d\n", r.engine, r.batch,
-                            r.maxRelativeError, r.medianMicros, r.calls));
-                }
-                WholeFile.write(csv, out -> out.write(s.toString().getBytes(StandardCharsets.UTF_8)));
-            }
-            if (json != null) {
-                String text = new ObjectMapper().writerWithDefaultPrettyPrinter().writeValueAsString(rows) + "\n";
-                WholeFile.write(json, out -> out.write(text.getBytes(StandardCharsets.UTF_8)));
-            }
-        } catch (IOException e) {
-            throw new UncheckedIOException("cannot write the table: " + e.getMessage(), e);
-        }
+        TableFiles.write(csv, json, "engine,batch,max_rel_err,us_per_call,calls",
+                (Row r) -> String.format(Locale.ROOT, "%s,%d,%.6e,%.3f,%d", r.engine, r.batch, r.maxRelativeError,
+                        r.medianMicros, r.calls), rows);
     }
 
     private Row runBatch(Engines.Choice choice, int batch, PrintWriter err) {
