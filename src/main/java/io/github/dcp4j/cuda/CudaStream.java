@@ -1,6 +1,7 @@
 package io.github.dcp4j.cuda;
 
 import jcuda.driver.CUcontext;
+import jcuda.driver.CUresult;
 import jcuda.driver.CUstream;
 import jcuda.driver.CUstream_flags;
 import jcuda.driver.JCudaDriver;
@@ -93,6 +94,22 @@ public final class CudaStream implements AutoCloseable {
     /** Waits until everything queued on this stream has run. */
     public void synchronize() {
         device.run(() -> Cuda.check(JCudaDriver.cuStreamSynchronize(stream), "cuStreamSynchronize"));
+    }
+
+    /**
+     * Whether everything queued on this stream has run, without waiting ({@code cuStreamQuery}).
+     *
+     * @return true when the stream is idle, false while work queued on it still runs
+     */
+    public boolean idle() {
+        return device.call(() -> {
+            int result = JCudaDriver.cuStreamQuery(stream);
+            if (result == CUresult.CUDA_ERROR_NOT_READY) {
+                return false;
+            }
+            Cuda.check(result, "cuStreamQuery");
+            return true;
+        });
     }
 
     /** Destroys a stream this class created; a wrapped caller's stream is left as it is. */

@@ -135,6 +135,16 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
     }
 
     /**
+     * Whether this rank's workspace is marked poisoned on the device: a wait of this rank gave up since the last
+     * {@link #reset()}, and until it every call on the workspace writes NaN rows without waiting.
+     *
+     * @return true while the workspace is poisoned
+     */
+    public boolean poisoned() {
+        return OwnWorkspace.poisoned(view);
+    }
+
+    /**
      * Sets every rank's device-side call counter to {@code epoch} (white-box, for counter-wrap tests); collective: the
      * ranks meet before and after the write, so that no call of another rank sees a half-changed group.
      *
