@@ -1,7 +1,6 @@
 package io.github.dcp4j.cli;
 
 import java.util.LinkedHashMap;
-import java.util.Map;
 import java.util.Optional;
 import java.util.SequencedMap;
 
@@ -111,10 +110,5 @@ record DrillOutcome(SequencedMap<String, String> facts) {
     Optional<Long> number(String key) {
         String v = facts.get(key);
         return v != null && v.matches("-?[0-9]{1,18}") ? Optional.of(Long.parseLong(v)) : Optional.empty();
-    }
-
-    /** {@return the facts, for reports} */
-    Map<String, String> view() {
-        return java.util.Collections.unmodifiableMap(facts);
     }
 }
