@@ -22,7 +22,8 @@ import java.util.concurrent.Callable;
                 + " rank against an fp64 oracle, and prints engine, batch, max relative error and microseconds"
                 + " per call (median)."},
         subcommands = {WorkspaceSizeCommand.class, ReduceCommand.class, SampleCommand.class, BenchCommand.class,
-            LaunchCommand.class, CheckCommand.class, SoakCommand.class, DrillCommand.class, PingCommand.class, PlotCommand.class,
+            LaunchCommand.class, CheckCommand.class, SoakCommand.class, DrillCommand.class, PingCommand.class,
+            PlotCommand.class,
             CommandLine.HelpCommand.class, AutoComplete.GenerateCompletion.class, ManPageCommand.class})
 public final class Main implements Callable<Integer> {
     /** The command tree's root; picocli fills its options. */
