@@ -61,8 +61,8 @@ __device__ __forceinline__ void st_volatile_clear_lse_line(void* addr) {
     asm volatile("st.volatile.global.v4.u32 [%1], {%0, %0, %0, %0};" ::"r"(0u), "l"(addr) : "memory");
 }
 
-// Asynchronous copies of inputs into shared memory (cp.async): 16 bytes through L2 only, or 8 / 4 bytes through L1
-// where a row start is only 8-byte aligned. Each lane waits for its own copies (cp_async_wait); a __syncwarp() then
+// Asynchronous copies of inputs into shared memory (cp.async): 16 bytes through L2 only (so a poll may use it: it
+// never returns a copy cached in L1), or 8 / 4 bytes through L1 where a row start is only 8-byte aligned. Each lane waits for its own copies (cp_async_wait); a __syncwarp() then
 // makes them visible to the warp's other lanes.
 __device__ __forceinline__ void cp_async_16(void* smem, const void* global) {
     const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem);

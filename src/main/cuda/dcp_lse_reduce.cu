@@ -597,16 +597,18 @@ __device__ void dcp_lse_reduce(const LaunchArgs<N>& a) {
 // still in L2. For each step, warp w takes the peers p = w, w + 8, ...: it sends the step's slices for p (each row's
 // lines in chunks of 12, each lane's words in registers, the first preloaded for the next send; one warp-wide store
 // of 4 lines per set, then the step's LSE lines), and then waits for source p's lines of the step (polled by their
-// flag words), copies them again once every flag is there (docs/PROTOCOL.md), clears the flags and leaves the line
-// parts in shared memory (its own rank's from partial_o). One warp polls the step's LSE lines and computes its
-// weights. After a barrier the block merges the step's rows in source order, one pair of elements per thread. Same
-// workspace layout, flags, bounded waits and NaN rows as the kernel above. Every block of every rank takes its steps
-// in the same order and sends never wait, so with every block resident (KernelCall) each step's lines are sent
-// before anyone waits for the next step's.
+// flag parts, every missing one in each round), copies them again once every flag is there (docs/PROTOCOL.md),
+// clears the flags and leaves the line parts in shared memory (its own rank's from partial_o). One warp polls the
+// step's LSE lines and computes its weights. After a barrier the block merges the step's rows in source order, one
+// pair of elements per thread. Same workspace layout, flags, bounded waits and NaN rows as the kernel above. Every
+// block of every rank takes its steps in the same order and sends never wait, so with every block resident
+// (KernelCall) each step's lines are sent before anyone waits for the next step's.
 
 constexpr int kRowSets = 3;                                // line sets of 4 lines a warp has in flight per chunk
 constexpr int kRowChunkLines = kRowSets * kLinesPerGroup;  // lines of one chunk
 constexpr int kMaxStepRows = kMaxTileRows;                 // rows a block takes at once, at most
+// receive_lines: lane l watches step lines l, l + 32, ... of a source (cp >= 2), one bit each in a 32-bit mask
+static_assert(kRowStageBytes / (2 * kLineBytes) <= 32 * kWarpSize, "a lane watches at most 32 lines of a source");
 
 // A block's step: rows row0 .. row0 + n - 1 (consecutive, so that each source's lines of the step, and its LSE lines,
 // are consecutive in the workspace: step line L is line L - k x lines of row row0 + k).
@@ -760,11 +762,11 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
     const auto receive_lines = [&](const RowStep& s) {
 #pragma unroll 1
         for (int p = warp; p < cp; p += kWarpsPerBlock) {
-            ulonglong2* stage = sh.parts + p * s.lines * kLanesPerLine + part;  // + step line * 8
+            ulonglong2* staged = sh.parts + p * s.lines * kLanesPerLine;  // [step line][lane part]
             if (p == rank) {
                 // Copied in place of the lines, all at once; the staged words past a row's end and in the flag's
                 // place are never read.
-                uint64_t* to = reinterpret_cast<uint64_t*>(stage);
+                uint64_t* to = reinterpret_cast<uint64_t*>(staged + part);
 #pragma unroll 1
                 for (int k = 0; k < s.n; ++k) {
                     const unsigned char* from = input_row(s.row0 + k) + p * r.o_stride_peer * sizeof(T);
@@ -783,60 +785,58 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
                 ptx::cp_async_commit();
                 continue;
             }
-            const unsigned char* from = ws + at.data_line(f.slot, p, s.row0, 0) + part * 16;
+            const unsigned char* source = ws + at.data_line(f.slot, p, s.row0, 0);
+            // Lane l watches step lines l, l + 32, ...: each round copies the flag part (lane part 7: data word 14
+            // and the flag) of every line still missing into its place in the stage, all at once, so that a round is
+            // one round trip whatever the step's lines.
+            unsigned pending = 0u;  // bit k: step line l + 32k's flag not seen yet
+            for (int k = 0; lane + k * kWarpSize < s.lines; ++k) {
+                pending |= 1u << k;
+            }
 #pragma unroll 1
-            for (int c = 0; c * kRowChunkLines < s.lines; ++c) {
-                unsigned pending = 0u;  // bit k: step line 12c + 4k + sub's flag not seen yet (the same in its 8 lanes)
-#pragma unroll
-                for (int k = 0; k < kRowSets; ++k) {
-                    if (c * kRowChunkLines + k * kLinesPerGroup + sub < s.lines) {
-                        pending |= 1u << k;
+            for (int round = 0;; ++round) {
+#pragma unroll 1
+                for (unsigned m = pending; m != 0u; m &= m - 1u) {
+                    const int L = lane + (__ffs(m) - 1) * kWarpSize;
+                    ptx::cp_async_16(staged + L * kLanesPerLine + kFlagPart,
+                                     source + L * kLineBytes + kFlagPart * 16);
+                }
+                ptx::cp_async_commit();
+                ptx::cp_async_wait<0>();
+#pragma unroll 1
+                for (unsigned m = pending; m != 0u; m &= m - 1u) {
+                    const int k = __ffs(m) - 1;
+                    if (is_data_flag(staged[(lane + k * kWarpSize) * kLanesPerLine + kFlagPart].y, f)) {
+                        pending &= ~(1u << k);
                     }
                 }
-#pragma unroll 1
-                for (int round = 0;; ++round) {
-                    uint64_t flags[kRowSets];  // lane part 7 polls its line's flag word for the line's 8 lanes
-#pragma unroll
-                    for (int k = 0; k < kRowSets; ++k) {
-                        flags[k] = part == kFlagPart && (pending & (1u << k))
-                                       ? ptx::ld_volatile_flag(from + (c * kRowChunkLines + k * kLinesPerGroup + sub) *
-                                                                          kLineBytes + kWordBytes)
-                                       : 0ull;
+                const unsigned waiting = __ballot_sync(kFullMask, pending != 0u);
+                if (waiting == 0u) {
+                    break;
+                }
+                if (back_off(round, sh.deadline)) {
+                    if (lane == __ffs(waiting) - 1) {
+                        const int L = lane + (__ffs(pending) - 1) * kWarpSize;
+                        const int in_row = row_of_line(L);
+                        record_timeout(ws, a.status, kTimeoutDataLine, p, s.row0 + in_row, L - in_row * lines, epoch);
                     }
-#pragma unroll
-                    for (int k = 0; k < kRowSets; ++k) {
-                        if (is_data_flag(__shfl_sync(kFullMask, flags[k], lane | kFlagPart), f)) {
-                            pending &= ~(1u << k);
-                        }
-                    }
-                    const unsigned data_lanes = __ballot_sync(kFullMask, pending != 0u);
-                    if (data_lanes == 0u) {
-                        break;
-                    }
-                    if (back_off(round, sh.deadline)) {
-                        if (lane == __ffs(data_lanes) - 1) {
-                            const int L = c * kRowChunkLines + (__ffs(pending) - 1) * kLinesPerGroup + sub;
-                            const int in_row = row_of_line(L);
-                            record_timeout(ws, a.status, kTimeoutDataLine, p, s.row0 + in_row, L - in_row * lines,
-                                           epoch);
-                        }
-                        return false;
-                    }
+                    return false;
                 }
             }
             // Every flag is there: the lines once more, all at once (each word merged was read after its flag was
-            // seen), then the flags cleared.
+            // seen), then the flags cleared, lane l those of the lines it watched. The reload writes the flag parts
+            // the poll's lanes read: they have read them before it starts.
+            __syncwarp();
 #pragma unroll 1
             for (int L = sub; L < s.lines; L += kLinesPerGroup) {
-                ptx::cp_async_16(stage + L * kLanesPerLine, from + L * kLineBytes);
+                ptx::cp_async_16(staged + L * kLanesPerLine + part, source + L * kLineBytes + part * 16);
             }
             ptx::cp_async_commit();
             ptx::cp_async_wait<0>();
-            if (part == kFlagPart) {
+            __syncwarp();
 #pragma unroll 1
-                for (int L = sub; L < s.lines; L += kLinesPerGroup) {
-                    ptx::st_volatile_clear_flag(const_cast<unsigned char*>(from) + L * kLineBytes + kWordBytes);
-                }
+            for (int L = lane; L < s.lines; L += kWarpSize) {
+                ptx::st_volatile_clear_flag(const_cast<unsigned char*>(source) + (L + 1) * kLineBytes - kWordBytes);
             }
         }
         return true;
