@@ -16,6 +16,7 @@ import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.ReduceCall;
 import io.github.dcp4j.op.TensorView;
 import io.github.dcp4j.op.WorkspaceSpec;
+import io.github.dcp4j.peer.GroupCheck;
 import io.github.dcp4j.peer.IpcWorkspaces;
 import io.github.dcp4j.reference.ConformanceCases.GroupInputs;
 import io.github.dcp4j.reference.RandomInputs;
@@ -195,33 +196,40 @@ final class DrillRank implements Callable<Integer> {
     }
 
     /**
-     * The victim's graph has one launch fewer; the others time out naming it. Then, before the reset: the poison
-     * mark, a refused call, one more replay (the status word stays set, without waiting); then the collective reset
-     * and a whole replay on every rank, checked against the CPU engine.
+     * The victim's graph has one launch fewer; the others time out naming it and mark their workspaces poisoned.
+     * Then, before the reset: the next check refused on every rank, the victim's too, naming the poisoned ranks; one
+     * more replay on each rank that timed out (the status word stays set: it fails without waiting); then the
+     * collective reset and a whole replay on every rank, checked against the CPU engine.
      */
     private void skip(DrillOutcome outcome, CudaRankEngine engine, KernelCall call, GroupInputs g, TensorView o,
                       TensorView expected, int rank) {
         CudaStream stream = call.stream();
         try (CudaGraph graph = graph(call, rank == victim ? GRAPH_LAUNCHES - 1 : GRAPH_LAUNCHES)) {
             long start = System.nanoTime();
+            boolean timedOut = false;
             try {
                 graph.replay(stream, 1);
                 call.checkStatus();
                 outcome.with(DrillOutcome.OUTCOME, DrillOutcome.COMPLETED);
             } catch (PeerTimeoutException e) {
+                timedOut = true;
                 outcome.with(DrillOutcome.OUTCOME, e.getClass().getSimpleName())
                         .with(DrillOutcome.SOURCE, e.sourceRank()).with(DrillOutcome.ELAPSED_MS, millisSince(start));
                 out.println("drill skip: " + e.getMessage());
                 outcome.with(DrillOutcome.POISONED, engine.poisoned());
-                boolean refused;
-                try {
-                    engine.prepare(g.partialO().get(rank), g.partialLse().get(rank), o, rank, g.partialO().size(),
-                            LseMode.BASE2).close();
-                    refused = false;
-                } catch (IllegalStateException poisoned) {
-                    refused = poisoned.getMessage().contains("poisoned");
-                }
-                outcome.with(DrillOutcome.REFUSED, refused);
+            }
+            // the next check, on every rank (it is collective): refused everywhere, naming the poisoned ranks
+            boolean refused;
+            try {
+                engine.prepare(g.partialO().get(rank), g.partialLse().get(rank), o, rank, g.partialO().size(),
+                        LseMode.BASE2).close();
+                refused = false;
+            } catch (GroupCheck.MismatchException poisoned) {
+                refused = poisoned.getMessage().contains("poisoned");
+                out.println("drill skip: " + poisoned.getMessage());
+            }
+            outcome.with(DrillOutcome.REFUSED, refused);
+            if (timedOut) {
                 long again = System.nanoTime();
                 String againOutcome = DrillOutcome.COMPLETED;
                 try {

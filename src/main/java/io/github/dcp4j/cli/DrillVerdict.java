@@ -114,7 +114,7 @@ final class DrillVerdict implements Callable<Integer> {
             boolean isVictim = rank.equals(Integer.toString(victim));
             String problem = switch (kind) {
                 case kill -> isVictim ? killedMidReplay(o) : timedOutNaming(o, victim, bound);
-                case skip -> isVictim ? recovered(o, DrillOutcome.COMPLETED) : skipSurvivor(o, victim, bound, timeout);
+                case skip -> isVictim ? skipVictim(o) : skipSurvivor(o, victim, bound, timeout);
                 case starve -> completedOrNamed(o, bound);
             };
             if (problem != null) {
@@ -147,6 +147,13 @@ final class DrillVerdict implements Callable<Integer> {
             return "ended in " + o.get(DrillOutcome.OUTCOME).orElse("?") + ", expected " + outcome;
         }
         return o.is(DrillOutcome.RECOVERED, true) ? null : "not recovered by the reset";
+    }
+
+    private static String skipVictim(DrillOutcome o) {
+        if (!o.is(DrillOutcome.REFUSED, true)) {
+            return "the next check was not refused naming the poisoned ranks";
+        }
+        return recovered(o, DrillOutcome.COMPLETED);
     }
 
     private static String skipSurvivor(DrillOutcome o, int victim, long boundMs, Duration timeout) {

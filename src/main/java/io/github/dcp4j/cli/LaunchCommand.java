@@ -22,6 +22,7 @@ import java.net.ServerSocket;
 import java.net.URISyntaxException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Comparator;
@@ -98,8 +99,9 @@ final class LaunchCommand implements Callable<Integer> {
             stopAll(List.copyOf(children));
             try {
                 deleteTree(scratch);
-            } catch (UncheckedIOException removedMeanwhile) {
-                // the main thread's finally is removing the same tree
+            } catch (UncheckedIOException e) {
+                err.println("launch: " + e.getMessage() + ": " + e.getCause().getMessage());
+                err.flush();
             }
         });
         Runtime.getRuntime().addShutdownHook(stopper);
@@ -373,7 +375,14 @@ final class LaunchCommand implements Callable<Integer> {
         family.forEach(ProcessHandle::destroyForcibly);
     }
 
-    private static void deleteTree(Path root) {
+    /**
+     * Removes the scratch tree; synchronized because the shutdown hook and the main thread's {@code finally} may both
+     * run it at once, and a walk that meets a file the other just removed would stop half-way.
+     */
+    private static synchronized void deleteTree(Path root) {
+        if (!Files.exists(root, LinkOption.NOFOLLOW_LINKS)) {
+            return;
+        }
         try (Stream<Path> walk = Files.walk(root)) {
             for (Path p : walk.sorted(Comparator.reverseOrder()).toList()) {
                 Files.deleteIfExists(p);

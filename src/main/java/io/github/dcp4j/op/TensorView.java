@@ -68,6 +68,19 @@ public record TensorView(MemorySegment memory, DType dtype, long[] shape, long[]
     }
 
     /**
+     * Refuses a view whose memory was freed (its arena closed): an engine that copies or reads it later would fail
+     * there, half-way through a call.
+     *
+     * @param argument the view's name, for the message
+     * @throws IllegalStateException where the memory was freed, naming {@code argument}
+     */
+    public void requireAlive(String argument) {
+        if (!memory.scope().isAlive()) {
+            throw new IllegalStateException(argument + " is in memory that was freed (its arena is closed)");
+        }
+    }
+
+    /**
      * A contiguous (row-major) view of {@code memory} from its first byte.
      *
      * @param memory host memory large enough for the shape

@@ -50,7 +50,7 @@ class DrillVerdictTest {
     private static List<String> skipLog() {
         List<String> log = new ArrayList<>();
         for (int r = 0; r < 4; r++) {
-            log.add(r == 3 ? "[rank 3] " + DrillOutcome.MARKER + " kind=skip rank=3 outcome=completed recovered=true"
+            log.add(r == 3 ? "[rank 3] " + DrillOutcome.MARKER + " kind=skip rank=3 outcome=completed refused=true recovered=true"
                     : survivor("skip", r, " poisoned=true refused=true again=PeerTimeoutException again_ms=4"
                             + " recovered=true"));
         }
@@ -114,6 +114,10 @@ class DrillVerdictTest {
                     log));
             assertTrue(reasons.startsWith("rank 1: ") && reasons.contains(broken[2]), broken[1] + ": " + reasons);
         }
+        List<String> log = skipLog();
+        log.set(3, log.get(3).replace("refused=true", "refused=false"));
+        String victim = String.join("\n", DrillVerdict.judge(DrillCommand.Kind.skip, 3, 4, TIMEOUT, 0, false, log));
+        assertTrue(victim.startsWith("rank 3: the next check was not refused naming the poisoned ranks"), victim);
         assertTrue(DrillVerdict.judge(DrillCommand.Kind.skip, 3, 4, TIMEOUT, 1, false, skipLog())
                 .contains("exit code 1, expected 0"));
     }

@@ -33,6 +33,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
@@ -189,6 +190,95 @@ class MultiProcessGpuTest {
             }
             for (Future<?> f : done) {
                 f.get(120, TimeUnit.SECONDS);
+            }
+            try (CpuEngine cpu = CpuEngine.open(spec)) {
+                List<TensorView> expected = cpu.reduceAll(g.partialO(), g.partialLse(), LseMode.BASE2);
+                for (int r = 0; r < cp; r++) {
+                    assertMatchesCpu(g, r, expected.get(r), out.get(r));
+                }
+            }
+        } finally {
+            ranks.shutdownNow();
+            buffers.forEach(DeviceBuffer::close);
+            devices.forEach(CudaDevice::close);
+        }
+    }
+
+    /**
+     * Group consistency: rank 2's partial_o is freed while rank 2 waits in the group's check (its own checks passed,
+     * so the group agrees on the call). Rank 2 then fails on its host and never launches; the others time out naming
+     * it. The next call is refused on every rank, naming rank 2 and the original cause, and the collective reset
+     * recovers: the call after it matches the CPU engine.
+     */
+    @Test
+    void aRankWhosePartFailsAfterTheCheckPoisonsTheGroupNamingItsCause(@TempDir Path dir) throws Exception {
+        requireGpus(1);
+        int cp = 4;
+        int failing = 2;
+        WorkspaceSpec spec = new WorkspaceSpec(2, 4, cp, 256, DType.BF16);
+        List<CudaDevice> devices = new ArrayList<>();
+        List<DeviceBuffer> buffers = new ArrayList<>();
+        ExecutorService ranks = Executors.newFixedThreadPool(cp);
+        CountDownLatch othersMayCall = new CountDownLatch(1);
+        try (Arena arena = Arena.ofShared()) {
+            for (int r = 0; r < cp; r++) {
+                devices.add(CudaDevice.open(0));
+                DeviceBuffer b = DeviceBuffer.allocate(devices.get(r), spec.bytes());
+                b.zero();
+                buffers.add(b);
+            }
+            List<Long> bases = buffers.stream().map(DeviceBuffer::address).toList();
+            Tensors.Group g = Tensors.strided(arena, new SplittableRandom(78), 2, 4, cp, 256, DType.BF16, 3.0);
+            List<TensorView> out = Tensors.outputs(arena, g);
+            Arena doomed = Arena.ofShared();
+            TensorView freed = g.partialO().get(failing).contiguousCopy(doomed);
+            String[] failure = new String[cp];
+            String[] refusal = new String[cp];
+            List<Future<?>> done = new ArrayList<>();
+            for (int r = 0; r < cp; r++) {
+                int rank = r;
+                done.add(ranks.submit(() -> {
+                    try (Rendezvous rv = new DirectoryRendezvous(dir, "poison-test", rank, cp, Duration.ofSeconds(60));
+                         CudaRankEngine engine = CudaRankEngine.open(new ExternalWorkspaces(devices.get(rank), rank,
+                                 bases, 0, spec.bytes()), rv, Duration.ofSeconds(2), cp)) {
+                        TensorView o = g.partialO().get(rank);
+                        TensorView lse = g.partialLse().get(rank);
+                        if (rank != failing) {
+                            othersMayCall.await();
+                        }
+                        try {
+                            engine.reduce(rank == failing ? freed : o, lse, out.get(rank), rank, cp, LseMode.BASE2);
+                            failure[rank] = "completed";
+                        } catch (RuntimeException e) {
+                            failure[rank] = e.getClass().getSimpleName() + ": " + e.getMessage();
+                        }
+                        try {
+                            engine.reduce(o, lse, out.get(rank), rank, cp, LseMode.BASE2);
+                            refusal[rank] = "completed";
+                        } catch (GroupCheck.MismatchException e) {
+                            refusal[rank] = e.getMessage();
+                        }
+                        engine.reset();
+                        engine.reduce(o, lse, out.get(rank), rank, cp, LseMode.BASE2);
+                    }
+                    return null;
+                }));
+            }
+            Thread.sleep(2000);  // rank 2 has passed its own checks and waits for the others' claims
+            doomed.close();
+            othersMayCall.countDown();
+            for (Future<?> f : done) {
+                f.get(120, TimeUnit.SECONDS);
+            }
+            String cause = "partial_o of rank 2 is in memory that was freed";
+            assertTrue(failure[failing].startsWith("IllegalStateException: " + cause), failure[failing]);
+            for (int r = 0; r < cp; r++) {
+                if (r != failing) {
+                    assertTrue(failure[r].startsWith("PeerTimeoutException") && failure[r].contains("source rank 2"),
+                            "rank " + r + ": " + failure[r]);
+                }
+                assertTrue(refusal[r].contains("rank 2: ") && refusal[r].contains("poisoned")
+                        && refusal[r].contains(cause), "rank " + r + ": " + refusal[r]);
             }
             try (CpuEngine cpu = CpuEngine.open(spec)) {
                 List<TensorView> expected = cpu.reduceAll(g.partialO(), g.partialLse(), LseMode.BASE2);

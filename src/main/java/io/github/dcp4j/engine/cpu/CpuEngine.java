@@ -225,11 +225,7 @@ public final class CpuEngine implements LocalGroup {
      * rank half-way through the call.
      */
     static void requireAlive(String name, int rank, Tensor tensor) {
-        TensorView t = TensorView.host(tensor, name + " of rank " + rank, NAME);
-        if (!t.memory().scope().isAlive()) {
-            throw new IllegalStateException(name + " of rank " + rank + " is in memory that was freed (its arena is"
-                    + " closed)");
-        }
+        TensorView.host(tensor, name + " of rank " + rank, NAME).requireAlive(name + " of rank " + rank);
     }
 
     /** The group's threads touch every tensor: memory confined to one thread would fail half-way through a call. */

@@ -25,6 +25,11 @@ import java.util.Objects;
  * cp_rank or another shape is refused on all of them, naming it. A prepared call ({@link #prepare}) is checked once
  * and may then be run or captured into a CUDA graph many times.
  *
+ * <p>A failure after the group agreed on a call (a wait that gave up, a rank whose part failed on its host) poisons
+ * the rank's workspace: the group's next check is refused on every rank, naming each poisoned rank and its failure,
+ * until the collective {@link #reset()}. Every check a rank can make alone (shapes, strides, device pointers, host
+ * memory not freed) is made before the group's check, so that it is refused on every rank instead.
+ *
  * <p>The workspace serves one ordered stream (the first one used binds it). The engine does not own the workspaces:
  * close the provider after the engine.
  */
@@ -189,16 +194,18 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
      * @param mode       the LSEs' base
      * @param stream     the stream the call runs on
      * @return the prepared call; close it when done
-     * @throws GroupCheck.MismatchException on every rank when any rank's arguments are invalid or disagree
+     * @throws GroupCheck.MismatchException on every rank when any rank's arguments are invalid or disagree, or any
+     *         rank's workspace is poisoned by an earlier failure (each such rank named with that failure; {@link
+     *         #reset()} on every rank recovers)
      */
     public KernelCall prepare(Tensor partialO, Tensor partialLse, Tensor out, int cpRank, int cpSize,
                               LseMode mode, CudaStream stream) {
-        state.requireUsable();
+        state.requireOpen();
         ReduceCall call = null;
         String problem = null;
         try {
             call = ReduceCall.validate(partialO, partialLse, out, cpRank, cpSize, mode, shape());
-            KernelCall.requireDeviceTensors(view.device(), call);
+            KernelCall.requireLocalChecks(view.device(), call);
             binding.requireAllowed(stream);
         } catch (IllegalArgumentException | IllegalStateException | NullPointerException e) {
             problem = "passed cp_rank " + cpRank + " / cp_size " + cpSize + ": " + e.getMessage();
@@ -206,11 +213,18 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
         GroupCheck.Claim claim = call == null ? GroupCheck.Claim.of().withProblem(problem)
                 : GroupCheck.Claim.of("cp_size", call.cpSize(), "rows", call.rows(), "heads", call.heads(),
                         "head_dim", call.headDim(), "dtype", call.dtype(), "lse_mode", call.mode().spelling());
-        GroupCheck.agree(rendezvous, "call-check", "the call", claim);
-        KernelCall prepared = new KernelCall(kernels, List.of(call), List.of(view), stream, blockBudget, timeout,
-                state);
-        binding.bind(stream);
-        return prepared;
+        GroupCheck.agree(rendezvous, "call-check", "the call", claim.withProblem(state.poisonReason()));
+        try {
+            KernelCall prepared = new KernelCall(kernels, List.of(call), List.of(view), stream, blockBudget, timeout,
+                    state);
+            binding.bind(stream);
+            return prepared;
+        } catch (RuntimeException e) {
+            // The others go on into a call this rank will not launch (they time out naming it); the poison names
+            // the cause to every rank at the next check.
+            state.poison(e);
+            throw e;
+        }
     }
 
     /** Runs one collective call (checked on every rank, launched, waited for, outputs read). */

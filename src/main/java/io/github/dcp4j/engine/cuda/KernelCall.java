@@ -96,7 +96,7 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         // slots a launch that has not started yet needs (its peers would wait for it until their timeouts).
         this.earlyDependents = 2 * grid <= blockBudget;
         this.checkedAtForgotten = CudaDevice.forgottenAllocations();  // read before the pointers are checked
-        calls.forEach(c -> requireDeviceTensors(kernels.device(), c));
+        calls.forEach(c -> requireLocalChecks(kernels.device(), c));
         try {
             this.args = launchArgs(KernelAbi.capacityFor(calls.size()), first, layout);
         } catch (RuntimeException e) {
@@ -230,9 +230,27 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         requireDevice(device, call.out(), "out", call.cpRank());
     }
 
+    /**
+     * The driver's checks of a call's device tensors and, of its host views, that their memory is not freed: every
+     * check a rank can make alone, made before the group agrees on the call (a rank engine) or before anything is
+     * copied (the others).
+     */
+    static void requireLocalChecks(CudaDevice device, ReduceCall call) {
+        requireDeviceTensors(device, call);
+        requireAlive(call.partialO(), "partial_o", call.cpRank());
+        requireAlive(call.partialLse(), "partial_lse", call.cpRank());
+        requireAlive(call.out(), "out", call.cpRank());
+    }
+
     private static void requireDevice(CudaDevice device, Tensor tensor, String argument, int rank) {
         if (tensor instanceof DeviceTensor d && !device.vouchedFor(d.firstByte(), d.spanBytes(), d.device())) {
             device.requireDeviceSpan(argument + " of rank " + rank, d.firstByte(), d.spanBytes(), d.device());
+        }
+    }
+
+    private static void requireAlive(Tensor tensor, String argument, int rank) {
+        if (tensor instanceof TensorView v) {
+            v.requireAlive(argument + " of rank " + rank);
         }
     }
 

@@ -43,8 +43,24 @@ final class WorkspaceState {
         requireOpen();
         RuntimeException p = poison;
         if (p != null) {
-            throw new IllegalStateException(what + " is poisoned by an earlier failure (" + p.getMessage()
-                    + "); call reset() (on every rank)", p);
+            throw new IllegalStateException(poisonReason(), p);
+        }
+    }
+
+    /**
+     * Why no call may run now where the workspaces are poisoned, for a group check that names it to every rank; null
+     * where they are not.
+     */
+    String poisonReason() {
+        RuntimeException p = poison;
+        return p == null ? null : what + " is poisoned by an earlier failure (" + p.getMessage()
+                + "); call reset() on every rank";
+    }
+
+    /** Poisons the workspaces with {@code cause}, a failure of this rank's part of a call the group agreed on. */
+    void poison(RuntimeException cause) {
+        if (poison == null) {
+            poison = cause;
         }
     }
 
