@@ -96,8 +96,8 @@ class MergeTasksTest {
     }
 
     /**
-     * fma32 against Math.fma: random patterns, products whose sum lands near an fp32 midpoint (where a plain fp64
-     * sum would round twice), weights times halves as the merge uses them, NaN, infinities and subnormals.
+     * fma32 against Math.fma: random patterns, products whose fp64 sum lands on an fp32 midpoint (where a plain
+     * fp64 sum rounds twice, wrongly), weights times halves as the merge uses them, NaN, infinities and subnormals.
      */
     @Test
     void fusedMultiplyAddEqualsMathFma() {
@@ -113,10 +113,13 @@ class MergeTasksTest {
                     c = Float.intBitsToFloat(random.nextInt());
                 }
                 case 1 -> {
-                    // c + a*b within a few fp32 ulps of c, a*b with bits far below c's last place
-                    c = (float) random.nextDouble(-4, 4);
-                    a = Math.ulp(c) * (random.nextInt(-8, 9) + 0.5f);
-                    b = 1f + (float) random.nextDouble(-1e-6, 1e-6);
+                    // a*b = +-(half an ulp of c) x (1 - 2^-46), up to a factor 2: the fp64 sum rounds to the fp32
+                    // midpoint where c's last bit is odd (plain (float) (a*b + c) then rounds wrongly: 1 in 6 here)
+                    int e = random.nextInt(-100, 100);
+                    c = Math.scalb(1f + random.nextInt(1 << 22) * 0x1p-22f + (random.nextBoolean() ? 0x1p-23f : 0f),
+                            e);
+                    a = 1f + 0x1p-23f;
+                    b = (random.nextBoolean() ? 1 : -1) * Math.scalb(1f - 0x1p-23f, e - 24 + random.nextInt(-1, 2));
                 }
                 case 2 -> {
                     a = (float) random.nextDouble();
