@@ -1,6 +1,7 @@
 package io.github.dcp4j;
 
 import io.github.dcp4j.cuda.Cuda;
+import io.github.dcp4j.engine.GroupProvider;
 import io.github.dcp4j.engine.LocalGroup;
 import io.github.dcp4j.engine.cpu.CpuEngine;
 import io.github.dcp4j.engine.cuda.CudaLoopbackEngine;
@@ -10,11 +11,14 @@ import io.github.dcp4j.op.WorkspaceSpec;
 
 import java.time.Duration;
 import java.util.Objects;
+import java.util.Optional;
+import java.util.ServiceLoader;
 import java.util.function.Consumer;
 
 /**
  * Opens the op's engines by name, as the CLI does: a group of every rank in this process ({@link #openGroup}), or
- * this process as one rank of a multi-process group from its environment ({@link #openRank}).
+ * this process as one rank of a multi-process group from its environment ({@link #openRank}). Engines that are on the
+ * class path only in some deployments (the TornadoVM engine) are found as {@link GroupProvider}s.
  */
 public final class Engines {
     private Engines() {
@@ -27,7 +31,12 @@ public final class Engines {
         /** Ranks as platform threads (no GPU needed). */
         CPU("cpu"),
         /** Every rank in one launch on GPU 0 (loopback). */
-        CUDA("cuda");
+        CUDA("cuda"),
+        /**
+         * Every rank on GPU 0 as TornadoVM task graphs (loopback); present where the TornadoVM engine's classes and
+         * runtime are (docs/TORNADO.md).
+         */
+        TORNADO("tornado");
 
         private final String spelling;
 
@@ -38,7 +47,7 @@ public final class Engines {
         /**
          * The name the CLI and the reports use.
          *
-         * @return {@code auto}, {@code cpu} or {@code cuda}
+         * @return {@code auto}, {@code cpu}, {@code cuda} or {@code tornado}
          */
         public String spelling() {
             return spelling;
@@ -47,7 +56,7 @@ public final class Engines {
         /**
          * The choice named {@code name}.
          *
-         * @param name {@code auto}, {@code cpu} or {@code cuda}
+         * @param name {@code auto}, {@code cpu}, {@code cuda} or {@code tornado}
          * @return that choice
          * @throws IllegalArgumentException for any other name, quoting it
          */
@@ -57,12 +66,13 @@ public final class Engines {
                     return c;
                 }
             }
-            throw new IllegalArgumentException("engine must be auto, cpu or cuda; got '" + name + "'");
+            throw new IllegalArgumentException("engine must be auto, cpu, cuda or tornado; got '" + name + "'");
         }
     }
 
     /**
-     * What a choice comes to here: the engine ({@link Choice#CPU} or {@link Choice#CUDA}) and why.
+     * What a choice comes to here: the engine ({@link Choice#CPU}, {@link Choice#CUDA} or {@link Choice#TORNADO})
+     * and why.
      *
      * @param engine the engine that runs
      * @param reason why: "asked for", or what was found on this machine
@@ -82,6 +92,8 @@ public final class Engines {
         return switch (choice) {
             case CPU -> new Resolved(Choice.CPU, "asked for");
             case CUDA -> new Resolved(Choice.CUDA, a.available() ? "asked for" : "asked for, but " + a.reason());
+            case TORNADO -> new Resolved(Choice.TORNADO, provider(Choice.TORNADO).isPresent() ? "asked for"
+                    : "asked for, but " + notOnClassPath(Choice.TORNADO));
             case AUTO -> a.available()
                     ? new Resolved(Choice.CUDA, "a CUDA driver and " + a.deviceCount() + " GPU(s) are present")
                     : new Resolved(Choice.CPU, "no GPU engine here: " + a.reason());
@@ -95,13 +107,30 @@ public final class Engines {
      * @param spec    the workspaces' size: the largest call the group will make
      * @param timeout how long a rank waits for a peer's line before the call fails
      * @return the group; close it to free its workspaces
-     * @throws IllegalStateException where {@code cuda} is asked for and no GPU can be used (with the reason)
+     * @throws IllegalStateException where {@code cuda} is asked for and no GPU can be used, or {@code tornado} and
+     *         its engine is not on the class path (with the reason)
      */
     public static LocalGroup openGroup(Choice choice, WorkspaceSpec spec, Duration timeout) {
         return switch (resolve(choice).engine()) {
             case CUDA -> CudaLoopbackEngine.open(0, spec, timeout);
+            case TORNADO -> provider(Choice.TORNADO)
+                    .orElseThrow(() -> new IllegalStateException(notOnClassPath(Choice.TORNADO)))
+                    .open(spec, timeout);
             default -> CpuEngine.open(spec, timeout);
         };
+    }
+
+    /** The provider of the engine {@code choice} names, where its classes are on the class path. */
+    private static Optional<GroupProvider> provider(Choice choice) {
+        return ServiceLoader.load(GroupProvider.class, Engines.class.getClassLoader()).stream()
+                .map(ServiceLoader.Provider::get)
+                .filter(p -> p.engineName().equals(choice.spelling()))
+                .findFirst();
+    }
+
+    private static String notOnClassPath(Choice choice) {
+        return "the " + choice.spelling() + " engine is not on the class path: build with the tornado profile and run"
+                + " with TornadoVM's argument file (the TornadoVM bundle's bin/java-tornado; docs/TORNADO.md)";
     }
 
     /**

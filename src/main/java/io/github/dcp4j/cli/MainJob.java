@@ -52,8 +52,9 @@ final class MainJob {
     double seconds;
 
     @Option(names = "--engine", defaultValue = "auto", converter = EngineChoiceConverter.class,
-            paramLabel = "auto|cpu|cuda", description = "Engine of the main job: auto (CUDA where a GPU and driver"
-                    + " are present, else CPU; the reason is printed), cpu or cuda; default ${DEFAULT-VALUE}.")
+            paramLabel = "auto|cpu|cuda|tornado", description = "Engine of the main job: auto (CUDA where a GPU and"
+                    + " driver are present, else CPU; the reason is printed), cpu, cuda or tornado (TornadoVM task"
+                    + " graphs, where its engine is on the class path); default ${DEFAULT-VALUE}.")
     Engines.Choice engine;
 
     @Option(names = "--progress", description = "Print a progress line per step on stderr (the default where stderr"

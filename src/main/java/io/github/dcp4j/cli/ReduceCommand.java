@@ -48,7 +48,8 @@ final class ReduceCommand implements java.util.concurrent.Callable<Integer> {
 
     @Option(names = "--engine", defaultValue = "auto", converter = EngineChoiceConverter.class,
             description = "Engine: auto (default: cuda where a GPU and driver are present, else cpu, as the main job),"
-                    + " cpu, or cuda (the GPU, all ranks in loopback). The outputs are the same bit for bit.")
+                    + " cpu, cuda (the GPU, all ranks in loopback) or tornado (TornadoVM task graphs on the GPU, where its"
+                    + " engine is on the class path). The outputs are the same bit for bit.")
     Engines.Choice engine;
 
     @Option(names = "--timeout", defaultValue = "10s", converter = DurationConverter.class,

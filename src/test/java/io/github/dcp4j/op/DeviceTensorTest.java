@@ -7,6 +7,7 @@ import io.github.dcp4j.engine.cpu.CpuEngine;
 import org.junit.jupiter.api.Test;
 
 import java.lang.foreign.Arena;
+import java.time.Duration;
 import java.util.List;
 import java.util.SplittableRandom;
 
@@ -127,6 +128,17 @@ class DeviceTensorTest {
         assertEquals(Engines.Choice.CUDA, Engines.Choice.parse("cuda"));
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
                 () -> Engines.Choice.parse("tpu"));
-        assertEquals("engine must be auto, cpu or cuda; got 'tpu'", e.getMessage());
+        assertEquals("engine must be auto, cpu, cuda or tornado; got 'tpu'", e.getMessage());
+    }
+
+    @Test
+    void theTornadoEngineIsRefusedWithTheReasonWhereItsClassesAreNotOnTheClassPath() {
+        assertEquals(Engines.Choice.TORNADO, Engines.Choice.parse("tornado"));
+        Engines.Resolved tornado = Engines.resolve(Engines.Choice.TORNADO);
+        assertEquals(Engines.Choice.TORNADO, tornado.engine());
+        assertTrue(tornado.reason().contains("not on the class path"), tornado.reason());
+        IllegalStateException e = assertThrows(IllegalStateException.class, () -> Engines.openGroup(
+                Engines.Choice.TORNADO, new WorkspaceSpec(1, 1, 2, 64, DType.BF16), Duration.ofSeconds(1)));
+        assertTrue(e.getMessage().startsWith("the tornado engine is not on the class path"), e.getMessage());
     }
 }

@@ -1,0 +1,30 @@
+package io.github.dcp4j.engine;
+
+import io.github.dcp4j.op.WorkspaceSpec;
+
+import java.time.Duration;
+
+/**
+ * An engine found at run time through {@link java.util.ServiceLoader}: one whose classes and runtime are on the class
+ * path only in some deployments (the TornadoVM engine, built by the {@code tornado} profile and run with TornadoVM's
+ * argument file). The engine factory lists the providers it finds and opens a group by the provider's name.
+ */
+public interface GroupProvider {
+
+    /**
+     * The engine's name, as {@code --engine} spells it.
+     *
+     * @return the name, e.g. {@code tornado}
+     */
+    String engineName();
+
+    /**
+     * A group of every rank of {@code spec} in this process on this engine.
+     *
+     * @param spec    the workspaces' size: the largest call the group will make
+     * @param timeout how long a rank waits for a peer's line before the call fails
+     * @return the group; close it to free its workspaces
+     * @throws IllegalStateException where the engine cannot run here (with the reason)
+     */
+    LocalGroup open(WorkspaceSpec spec, Duration timeout);
+}

@@ -1,0 +1,407 @@
+package io.github.dcp4j.engine.tornado;
+
+import uk.ac.manchester.tornado.api.annotations.Parallel;
+import uk.ac.manchester.tornado.api.types.arrays.DoubleArray;
+import uk.ac.manchester.tornado.api.types.arrays.FloatArray;
+import uk.ac.manchester.tornado.api.types.arrays.IntArray;
+import uk.ac.manchester.tornado.api.types.arrays.LongArray;
+import uk.ac.manchester.tornado.api.types.arrays.ShortArray;
+
+/**
+ * The Java tasks of the TornadoVM engine's graph: plain static methods that TornadoVM compiles to PTX and that the
+ * CPU-side tests call as plain Java. They compute what {@code ExactMerge} defines, bit for bit, within what
+ * TornadoVM's PTX backend compiles (docs/TORNADO.md): no {@code Math.fma} (written out as an exact product in fp64,
+ * the sum's rounding error, and a correction where fp64's rounding lands on an fp32 midpoint), no bit
+ * reinterpretation (fp16, bf16 and fp32 decoded and rounded with powers of two from {@link #tables()}), no
+ * infinity constants (from the same table).
+ *
+ * <p>Every rank's workspace lies in one {@link LongArray}, rank r's starting at long {@code P_WS_BASE + r *
+ * P_WS_LONGS}, with the {@code Ll128} layout (metadata word 0 holds epoch | arrivals << 32). The inputs of every rank
+ * lie in one {@link ShortArray} (partial_o) and one {@link FloatArray} (partial_lse), the outputs in one
+ * {@link ShortArray}; the index table says where each row's slices are, so strided inputs need no packing.
+ */
+public final class MergeTasks {
+    private MergeTasks() {
+    }
+
+    // --- the parameter array (IntArray, transferred on every execution) ---
+    /** Ranks in the group. */
+    public static final int P_CP = 0;
+    /** Rows of this call. */
+    public static final int P_ROWS = 1;
+    /** Rows the workspace holds per source and slot (the layout's maxRows). */
+    public static final int P_MAX_ROWS = 2;
+    /** 8-byte data words of one row slice. */
+    public static final int P_DATA_WORDS = 3;
+    /** Data lines of one row slice. */
+    public static final int P_DATA_LINES = 4;
+    /** Line groups (= LSE lines) of one row slice. */
+    public static final int P_LINE_GROUPS = 5;
+    /** 1 for bf16 data, 0 for fp16. */
+    public static final int P_BF16 = 6;
+    /** 1 for base-2 LSEs, 0 for base e. */
+    public static final int P_BASE2 = 7;
+    /** Longs from one rank's workspace to the next (the workspace's bytes rounded up to 128, over 8). */
+    public static final int P_WS_LONGS = 8;
+    /** Long index of rank 0's workspace (its first byte 128-byte aligned on the device). */
+    public static final int P_WS_BASE = 9;
+    /** Index, in the index table, of the slice starts: [src][row][dst], element of partial_o[row, dst, 0]. */
+    public static final int P_SLICE_INDEX = 10;
+    /** Index, in the index table, of the LSE positions: [src][row][dst], element of partial_lse[row, dst]. */
+    public static final int P_LSE_INDEX = 11;
+    /** Index, in the index table, of the output row starts: [rank][row], element of out[row, 0]. */
+    public static final int P_OUT_INDEX = 12;
+    /** Entries of the parameter array. */
+    public static final int PARAMS = 13;
+
+    // --- the constant table (DoubleArray, transferred once) ---
+    /** +inf. */
+    public static final int T_POS_INF = 0;
+    /** -inf. */
+    public static final int T_NEG_INF = 1;
+    /** A NaN. */
+    public static final int T_NAN = 2;
+    /** The 8 Taylor coefficients of 2^f (WeightExp's, as fp32 values). */
+    public static final int T_TAYLOR = 3;
+    /** Degree of the Taylor polynomial (WeightExp.TAYLOR_DEGREE). */
+    public static final int TAYLOR_DEGREE = 7;
+    /** Index of 2^0; 2^k is at T_POW2 + k for k in [-POW2_RANGE, POW2_RANGE]. */
+    public static final int T_POW2 = T_TAYLOR + TAYLOR_DEGREE + 1 + 160;
+    /** Largest |k| in the power-of-two table. */
+    public static final int POW2_RANGE = 160;
+    /** Entries of the constant table. */
+    public static final int TABLES = T_POW2 + POW2_RANGE + 1;
+
+    /** log2(e), WeightExp.LOG2_E. */
+    private static final float LOG2_E = 1.442695f;
+    /** 1.5 x 2^23: (y + R) - R rounds an fp32 |y| < 2^22 to an integer, to nearest even. */
+    private static final float ROUND_F32 = 12582912f;
+    /** 2^52: (n + R) - R rounds an fp64 0 <= n < 2^52 to an integer, to nearest even. */
+    private static final double ROUND_F64 = 4503599627370496.0;
+    /** 128 bytes in longs: the metadata and every data line. */
+    private static final int LINE_LONGS = 16;
+    /** Data words per line. */
+    private static final int LINE_DATA_WORDS = 15;
+    /** Longs of one LSE line. */
+    private static final int LSE_LINE_LONGS = 2;
+
+    /**
+     * The constant table every task reads: infinities, NaN, WeightExp's Taylor coefficients and powers of two.
+     *
+     * @param taylor WeightExp.taylorCoefficients(), TAYLOR_DEGREE + 1 values
+     * @return the table, {@link #TABLES} entries
+     */
+    public static DoubleArray tables(float[] taylor) {
+        if (taylor.length != TAYLOR_DEGREE + 1) {
+            throw new IllegalArgumentException("taylor must hold " + (TAYLOR_DEGREE + 1) + " coefficients; got "
+                    + taylor.length);
+        }
+        DoubleArray t = new DoubleArray(TABLES);
+        t.set(T_POS_INF, Double.POSITIVE_INFINITY);
+        t.set(T_NEG_INF, Double.NEGATIVE_INFINITY);
+        t.set(T_NAN, Double.NaN);
+        for (int k = 0; k <= TAYLOR_DEGREE; k++) {
+            t.set(T_TAYLOR + k, taylor[k]);
+        }
+        for (int k = -POW2_RANGE; k <= POW2_RANGE; k++) {
+            t.set(T_POW2 + k, Math.scalb(1.0, k));
+        }
+        return t;
+    }
+
+    // ------------------------------------------------------------------------------------------------ the tasks
+
+    /**
+     * ExactMerge steps 1-3 for every (destination, row): the sources' LSEs (the own one from the input, the others
+     * from the first LSE line of each of their rows in the destination's workspace) to weights
+     * {@code w[(dst * rows + row) * cp + src]}.
+     *
+     * @param p     the parameters
+     * @param ws    every rank's workspace
+     * @param lseIn every rank's partial_lse
+     * @param index the index table
+     * @param w     the weights
+     * @param t     the constant table
+     */
+    public static void weights(IntArray p, LongArray ws, FloatArray lseIn, IntArray index, FloatArray w,
+                               DoubleArray t) {
+        int cp = p.get(P_CP);
+        int rows = p.get(P_ROWS);
+        boolean base2 = p.get(P_BASE2) == 1;
+        float negInf = (float) t.get(T_NEG_INF);
+        for (@Parallel int dr = 0; dr < cp * rows; dr++) {
+            int dst = dr / rows;
+            int row = dr - dst * rows;
+            int slot = slot(p, ws, dst);
+            int first = dr * cp;
+            float m = negInf;
+            for (int s = 0; s < cp; s++) {
+                float lse;
+                if (s == dst) {
+                    lse = lseIn.get(index.get(p.get(P_LSE_INDEX) + (dst * rows + row) * cp + dst));
+                } else {
+                    long word = ws.get(lseLine(p, dst, slot, s, row, 0));
+                    lse = decodeF32((int) (word & 0xFFFFFFFFL), t);
+                }
+                // step 1: NaN and +inf count as -inf
+                float x = lse != lse || lse > Float.MAX_VALUE ? negInf : lse;
+                w.set(first + s, x);
+                m = x > m ? x : m;
+            }
+            if (m == negInf) {
+                m = 0f;
+            }
+            float denom = 0f;
+            for (int s = 0; s < cp; s++) {
+                float e = weightExp(base2, w.get(first + s) - m, t);
+                w.set(first + s, e);
+                denom += e;
+            }
+            // 1 / denom in fp64, rounded once to fp32: the correctly rounded fp32 quotient (fp64 has > 2 x 24 + 2
+            // bits), where PTX's f32 division is approximate
+            float inv = denom == 0f ? 0f : (float) (1.0 / (double) denom);
+            for (int s = 0; s < cp; s++) {
+                w.set(first + s, w.get(first + s) * inv);
+            }
+        }
+    }
+
+    /**
+     * ExactMerge steps 4-5 for every (destination, row, data word): the four elements of the word, accumulated over
+     * the sources in order 0..cp-1 (the own slice from the input, the others from the destination's workspace),
+     * rounded to the data's type into the destination's output. A row whose wait gave up ({@code failed[dst *
+     * rows + row] != 0}) is NaN.
+     *
+     * @param p      the parameters
+     * @param ws     every rank's workspace
+     * @param oIn    every rank's partial_o
+     * @param index  the index table
+     * @param w      the weights from {@link #weights}
+     * @param failed per (destination, row): nonzero where the receive task gave up on that row
+     * @param out    every rank's output
+     * @param t      the constant table
+     */
+    public static void merge(IntArray p, LongArray ws, ShortArray oIn, IntArray index, FloatArray w, IntArray failed,
+                             ShortArray out, DoubleArray t) {
+        int cp = p.get(P_CP);
+        int rows = p.get(P_ROWS);
+        int words = p.get(P_DATA_WORDS);
+        boolean bf16 = p.get(P_BF16) == 1;
+        for (@Parallel int i = 0; i < cp * rows * words; i++) {
+            int dr = i / words;
+            int k = i - dr * words;
+            int dst = dr / rows;
+            int row = dr - dst * rows;
+            int slot = slot(p, ws, dst);
+            float a0 = 0f;
+            float a1 = 0f;
+            float a2 = 0f;
+            float a3 = 0f;
+            for (int s = 0; s < cp; s++) {
+                float ws0 = w.get(dr * cp + s);
+                long word;
+                if (s == dst) {
+                    int e = index.get(p.get(P_SLICE_INDEX) + (dst * rows + row) * cp + dst) + 4 * k;
+                    word = (oIn.get(e) & 0xFFFFL) | (oIn.get(e + 1) & 0xFFFFL) << 16
+                            | (oIn.get(e + 2) & 0xFFFFL) << 32 | (oIn.get(e + 3) & 0xFFFFL) << 48;
+                } else {
+                    int line = k / LINE_DATA_WORDS;
+                    word = ws.get(dataLine(p, dst, slot, s, row, line) + k - line * LINE_DATA_WORDS);
+                }
+                a0 = fma32(ws0, decodeHalf((int) (word & 0xFFFF), bf16, t), a0);
+                a1 = fma32(ws0, decodeHalf((int) ((word >>> 16) & 0xFFFF), bf16, t), a1);
+                a2 = fma32(ws0, decodeHalf((int) ((word >>> 32) & 0xFFFF), bf16, t), a2);
+                a3 = fma32(ws0, decodeHalf((int) ((word >>> 48) & 0xFFFF), bf16, t), a3);
+            }
+            if (failed.get(dr) != 0) {
+                float nan = (float) t.get(T_NAN);
+                a0 = nan;
+                a1 = nan;
+                a2 = nan;
+                a3 = nan;
+            }
+            int o = index.get(p.get(P_OUT_INDEX) + dr) + 4 * k;
+            out.set(o, (short) encodeHalf(a0, bf16, t));
+            out.set(o + 1, (short) encodeHalf(a1, bf16, t));
+            out.set(o + 2, (short) encodeHalf(a2, bf16, t));
+            out.set(o + 3, (short) encodeHalf(a3, bf16, t));
+        }
+    }
+
+    /**
+     * Zeroes every flag word of every data line and every LSE line the merge consumed (each destination's lines from
+     * every other source, this call's slot), so that between calls a slot holds only zero flags.
+     *
+     * @param p  the parameters
+     * @param ws every rank's workspace
+     */
+    public static void clear(IntArray p, LongArray ws) {
+        int cp = p.get(P_CP);
+        int rows = p.get(P_ROWS);
+        int lines = p.get(P_DATA_LINES);
+        int groups = p.get(P_LINE_GROUPS);
+        for (@Parallel int i = 0; i < cp * cp * rows; i++) {
+            int dst = i / (cp * rows);
+            int rest = i - dst * cp * rows;
+            int s = rest / rows;
+            int row = rest - s * rows;
+            if (s != dst) {
+                int slot = slot(p, ws, dst);
+                for (int line = 0; line < lines; line++) {
+                    ws.set(dataLine(p, dst, slot, s, row, line) + LINE_DATA_WORDS, 0L);
+                }
+                for (int g = 0; g < groups; g++) {
+                    int l = lseLine(p, dst, slot, s, row, g);
+                    ws.set(l, 0L);
+                    ws.set(l + 1, 0L);
+                }
+            }
+        }
+    }
+
+    /**
+     * Advances every rank's call counter (the u32 epoch in metadata word 0) by one, wrapping, the arrivals word
+     * beside it (and its poisoned bit) kept. The last task of a call: every other task read the epoch before.
+     *
+     * @param p  the parameters
+     * @param ws every rank's workspace
+     */
+    public static void advance(IntArray p, LongArray ws) {
+        int cp = p.get(P_CP);
+        for (@Parallel int r = 0; r < cp; r++) {
+            int m = p.get(P_WS_BASE) + r * p.get(P_WS_LONGS);
+            long word = ws.get(m);
+            ws.set(m, (word & 0xFFFFFFFF00000000L) | ((word + 1) & 0xFFFFFFFFL));
+        }
+    }
+
+    // ------------------------------------------------------------------------------------------------ the layout
+
+    /** The slot of rank {@code rank}'s current call: its epoch's low bit. */
+    static int slot(IntArray p, LongArray ws, int rank) {
+        return (int) (ws.get(p.get(P_WS_BASE) + rank * p.get(P_WS_LONGS)) & 1L);
+    }
+
+    /** Long index of data line {@code line} of {@code row} from {@code src} in {@code dst}'s workspace. */
+    static int dataLine(IntArray p, int dst, int slot, int src, int row, int line) {
+        int maxRows = p.get(P_MAX_ROWS);
+        int lines = p.get(P_DATA_LINES);
+        int slotLongs = p.get(P_CP) * maxRows * lines * LINE_LONGS;
+        return p.get(P_WS_BASE) + dst * p.get(P_WS_LONGS) + LINE_LONGS + slot * slotLongs
+                + ((src * maxRows + row) * lines + line) * LINE_LONGS;
+    }
+
+    /** Long index of the LSE line of {@code group} of {@code row} from {@code src} in {@code dst}'s workspace. */
+    static int lseLine(IntArray p, int dst, int slot, int src, int row, int group) {
+        int cp = p.get(P_CP);
+        int maxRows = p.get(P_MAX_ROWS);
+        int groups = p.get(P_LINE_GROUPS);
+        int lseRegion = LINE_LONGS + 2 * cp * maxRows * p.get(P_DATA_LINES) * LINE_LONGS;
+        return p.get(P_WS_BASE) + dst * p.get(P_WS_LONGS) + lseRegion + slot * cp * maxRows * groups * LSE_LINE_LONGS
+                + ((src * maxRows + row) * groups + group) * LSE_LINE_LONGS;
+    }
+
+    // ------------------------------------------------------------------------------------------------ arithmetic
+
+    /**
+     * {@code fma(a, b, c)} in fp32, rounded once, without an fma instruction: the product of two fp32 values is exact
+     * in fp64, the fp64 sum {@code s} is rounded and its error {@code err} is exact (two-sum); rounding {@code s} to
+     * fp32 is then the correct result unless {@code s} lies exactly halfway between two fp32 values and {@code err}
+     * is nonzero, where the true sum lies on {@code err}'s side of that midpoint.
+     */
+    static float fma32(float a, float b, float c) {
+        double prod = (double) a * (double) b;
+        double s = prod + c;
+        float r = (float) s;
+        double back = r;
+        if (s == back) {
+            return r;  // s is an fp32 value (or infinite or NaN): within an fp64 ulp of the true sum, which rounds to it
+        }
+        double bb = s - prod;
+        double err = (prod - (s - bb)) + (c - bb);
+        if (err == 0.0) {
+            return r;
+        }
+        double d = s - back;
+        double mirror = back + 2.0 * d;  // the other fp32 neighbour, where s is the midpoint between the two
+        float other = (float) mirror;
+        if (other != r && (double) other == mirror) {
+            return (err > 0.0) == (d > 0.0) ? other : r;
+        }
+        return r;
+    }
+
+    /** WeightExp.exp: {@code 2^x} (base 2) or {@code e^x}, x <= 0, by the same fp32 steps. */
+    static float weightExp(boolean base2, float x, DoubleArray t) {
+        float y = base2 ? x : x * LOG2_E;
+        if (!(y >= -126f)) {
+            return 0f;
+        }
+        float n = (y + ROUND_F32) - ROUND_F32;  // Math.rint(y) for |y| < 2^22
+        float f = y - n;
+        float poly = (float) t.get(T_TAYLOR + TAYLOR_DEGREE);
+        for (int k = TAYLOR_DEGREE - 1; k >= 0; k--) {
+            poly = fma32(poly, f, (float) t.get(T_TAYLOR + k));
+        }
+        return poly * (float) t.get(T_POW2 + (int) n);
+    }
+
+    /** The fp32 value of the bit pattern {@code bits}. */
+    static float decodeF32(int bits, DoubleArray t) {
+        return decode(bits, 8, 23, t);
+    }
+
+    /** The fp32 value of a bf16 ({@code bf16}) or fp16 bit pattern (the low 16 bits of {@code bits}). */
+    static float decodeHalf(int bits, boolean bf16, DoubleArray t) {
+        return bf16 ? decode(bits, 8, 7, t) : decode(bits, 5, 10, t);
+    }
+
+    /** The value of a binary floating-point pattern with {@code eBits} exponent and {@code mBits} fraction bits. */
+    private static float decode(int bits, int eBits, int mBits, DoubleArray t) {
+        int eMax = (1 << eBits) - 1;
+        int bias = eMax >> 1;
+        int e = (bits >>> mBits) & eMax;
+        int m = bits & ((1 << mBits) - 1);
+        double v;
+        if (e == eMax) {
+            v = m == 0 ? t.get(T_POS_INF) : t.get(T_NAN);
+        } else {
+            int significand = e == 0 ? m : m + (1 << mBits);
+            int exponent = (e == 0 ? 1 : e) - bias - mBits;
+            v = significand * t.get(T_POW2 + exponent);
+        }
+        return (float) (((bits >>> (eBits + mBits)) & 1) == 1 ? -v : v);
+    }
+
+    /**
+     * {@code value} rounded to nearest even to bf16 ({@code bf16}) or fp16, as a 16-bit pattern (in an int); NaN
+     * gives the quiet NaN 0x7FC0 / 0x7E00. The exponent is found by a binary search of the power-of-two table, the
+     * value scaled exactly in fp64 to units of the result's last place and rounded there.
+     */
+    static int encodeHalf(float value, boolean bf16, DoubleArray t) {
+        int mBits = bf16 ? 7 : 10;
+        int minExp = bf16 ? -126 : -14;
+        int maxExp = bf16 ? 127 : 15;
+        int inf = bf16 ? 0x7F80 : 0x7C00;
+        if (value != value) {
+            return bf16 ? 0x7FC0 : 0x7E00;
+        }
+        // the sign, -0 included (1 / -0 is -inf)
+        int sign = value < 0f || (value == 0f && 1.0 / (double) value < 0.0) ? 0x8000 : 0;
+        double a = value < 0f ? -(double) value : (double) value;
+        if (a > Float.MAX_VALUE) {
+            return sign | inf;
+        }
+        int k = minExp;  // the largest k in [minExp, maxExp] with 2^k <= a, else minExp (subnormal or zero)
+        for (int step = 128; step > 0; step >>= 1) {
+            int next = k + step;
+            if (next <= maxExp && a >= t.get(T_POW2 + next)) {
+                k = next;
+            }
+        }
+        double units = a * t.get(T_POW2 + mBits - k);
+        double rounded = (units + ROUND_F64) - ROUND_F64;
+        double magnitude = (k - minExp) * (double) (1 << mBits) + rounded;
+        return sign | (magnitude >= inf ? inf : (int) magnitude);
+    }
+}
