@@ -32,7 +32,10 @@ import java.util.regex.Pattern;
                 + " within about twice the input; the outputs do not depend on how the tokens are split).",
             "The input holds partial_o.<r> ([T, H, cp, D], F16 or BF16) and partial_lse.<r> ([T, H, cp], F32) for"
                 + " r = 0..cp-1; the output gets out.<r> ([T*H, D], partial_o's dtype) for every rank. The output"
-                + " file is written whole or not at all."})
+                + " file is written whole or not at all.",
+            "Axes: partial_o.<s>[t, h, p, :] is the slice rank s sends to rank p (likewise partial_lse.<s>[t, h, p]);"
+                + " out.<p>[t*H + h, :] merges the slices p of every rank s = 0..cp-1 (docs/CONTRACT.md)."
+                + " `dcp4j sample` writes a valid input."})
 final class ReduceCommand implements java.util.concurrent.Callable<Integer> {
     private static final Pattern PARTIAL = Pattern.compile("partial_(o|lse)\\.(\\d+)");
 
@@ -112,7 +115,7 @@ final class ReduceCommand implements java.util.concurrent.Callable<Integer> {
     static int tokensPerCall(int tokens, int heads, int cp, int headDim, DType dtype) {
         long inputBytes = (long) cp * tokens * heads * cp * headDim * dtype.bytes();  // every rank's partial_o
         long workspacesPerToken = (long) cp * new WorkspaceSpec(1, heads, cp, headDim, dtype).bytes();
-        return (int) Math.clamp(inputBytes / 2 / workspacesPerToken, 1, tokens);
+        return Math.clamp(inputBytes / 2 / workspacesPerToken, 1, tokens);
     }
 
     /** Indices [from, from + n) of each tensor's first dimension (tokens of an input, rows of an output). */

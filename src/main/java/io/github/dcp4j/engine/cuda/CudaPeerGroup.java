@@ -27,8 +27,8 @@ import java.util.Objects;
  *
  * <p>Ranks that share a GPU go into one launch (as in loopback), never into launches on several streams:
  * streams beyond the driver's hardware queues (CUDA_DEVICE_MAX_CONNECTIONS, 8 by default) share a queue, so one
- * rank's spinning kernel could sit in front of the peer kernel it waits for. Seen on an H200 under MPS: eight ranks
- * as eight launches on eight streams of one GPU (plus the benchmark's stream) stalled until their timeouts.
+ * rank's spinning kernel could sit in front of the peer kernel it waits for. On an H200 under MPS, eight ranks as
+ * eight launches on eight streams of one GPU (plus the benchmark's stream) stall until their timeouts (measured).
  */
 public final class CudaPeerGroup implements LocalGroup {
     private final List<CudaDevice> devices;

@@ -67,7 +67,7 @@ record GridPlan(boolean rowKernel, int blocksPerRank, int tileRows, int sendWind
      * Overrides for kernel experiments (docs/CUDA.md), from
      * {@code -Ddcp4j.gridPlan=window=W,tileRows=T,maxBlocks=B,reload=0|1,stream=0|1,row=N,step=S} (stream: -1, the
      * default, decides by size; row: the most rows per block the row kernel takes, 0 for never; by default no bound,
-     * since the row kernel was measured faster than the tiled one at every batch of the layer shape, up to 63 rows
+     * since the row kernel is faster than the tiled one (measured) at every batch of the layer shape, up to 63 rows
      * per block, docs/PERFORMANCE.md; step: the rows a row kernel block takes at once, 1..{@link Ll128#MAX_TILE_ROWS},
      * at most what fits; 0, the default, takes {@link #DEFAULT_STEP_ROWS} where a block has several rows, else 1).
      */
