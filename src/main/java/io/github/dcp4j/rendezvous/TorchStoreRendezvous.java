@@ -3,9 +3,11 @@ package io.github.dcp4j.rendezvous;
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
 import java.io.DataInputStream;
+import java.io.EOFException;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.net.Socket;
+import java.net.SocketException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
@@ -86,10 +88,8 @@ final class TorchStoreRendezvous implements Rendezvous {
             this.socket = s;
             this.in = new DataInputStream(new BufferedInputStream(s.getInputStream()));
             this.out = new BufferedOutputStream(s.getOutputStream());
-            send(query(VALIDATE).putInt(VALIDATION_MAGIC));
             int nonce = ThreadLocalRandom.current().nextInt();
-            send(query(PING).putInt(nonce));
-            int echoed = readInt();
+            int echoed = handshake(nonce);
             if (echoed != nonce) {
                 throw new RendezvousException(where + " answered a ping with " + echoed + ", not " + nonce
                         + ": not a torch TCPStore");
@@ -222,6 +222,25 @@ final class TorchStoreRendezvous implements Rendezvous {
     private boolean check(String key) throws IOException {
         send(withString(query(CHECK).putLong(1), utf8(key)));
         return in.readUnsignedByte() == CHECK_READY;
+    }
+
+    /**
+     * VALIDATE then PING; the echoed nonce. A store that closes the connection here does not know these queries:
+     * torch 1.13's TCPStore drops a client whose first byte is VALIDATE.
+     */
+    private int handshake(int nonce) throws IOException {
+        try {
+            send(query(VALIDATE).putInt(VALIDATION_MAGIC));
+            send(query(PING).putInt(nonce));
+            return readInt();
+        } catch (IOException e) {
+            if (e instanceof EOFException || e instanceof SocketException) {
+                throw new IOException("it closed the connection at the handshake (" + e.getMessage() + "): "
+                        + "dcp4j speaks the TCPStore protocol of torch 2 (VALIDATE, then PING; run against torch "
+                        + "2.11), and torch 1.13's store drops such a client", e);
+            }
+            throw e;
+        }
     }
 
     private void delete(String key) throws IOException {

@@ -245,6 +245,23 @@ class TorchStoreRendezvousTest {
     }
 
     @Test
+    void aStoreThatDropsTheClientAtTheHandshakeIsNamedWithTheTorchVersionItSpeaks() throws Exception {
+        try (ServerSocket old = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+            Thread.ofVirtual().start(() -> {
+                try (Socket s = old.accept()) {
+                    s.getInputStream().read();
+                } catch (IOException ignored) {
+                    // the client left
+                }
+            });
+            RendezvousException e = assertThrows(RendezvousException.class, () -> new TorchStoreRendezvous(
+                    "127.0.0.1", old.getLocalPort(), "job", JobSecret.NONE, 0, 0, 1, Duration.ofSeconds(2)));
+            assertTrue(e.getMessage().contains("closed the connection at the handshake"), e.getMessage());
+            assertTrue(e.getMessage().contains("torch 1.13"), e.getMessage());
+        }
+    }
+
+    @Test
     void aRestartedGroupUsesKeysOfItsOwn() {
         try (Rendezvous first = new TorchStoreRendezvous("127.0.0.1", store.port(), "job-r", JobSecret.NONE, 0, 0, 1,
                 Duration.ofSeconds(2))) {
