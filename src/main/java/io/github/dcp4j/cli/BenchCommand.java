@@ -84,9 +84,9 @@ final class BenchCommand implements Callable<Integer> {
     Path plot;
 
     @Option(names = "--peer-csv", paramLabel = "FILE",
-            description = "CSV of a peer (batch,us_per_call,...): an unfused path on one GPU, src/bench/nccl_a2a.py's"
-                    + " (the NCCL path) on several; adds its time and dcp4j's ratio to it to the layer rows with L2"
-                    + " hot.")
+            description = "CSV of a peer (batch,us_per_call,...): src/bench/unfused_loopback.py's (the unfused path) on"
+                    + " one GPU, src/bench/nccl_a2a.py's (the NCCL path) on several; adds its time and dcp4j's ratio"
+                    + " to it to the layer rows with L2 hot.")
     Path peerCsv;
 
     @Spec
