@@ -17,8 +17,9 @@ import java.util.function.Consumer;
 
 /**
  * Opens the op's engines by name, as the CLI does: a group of every rank in this process ({@link #openGroup}), or
- * this process as one rank of a multi-process group from its environment ({@link #openRank}). Engines that are on the
- * class path only in some deployments (the TornadoVM engine) are found as {@link GroupProvider}s.
+ * this process as one rank of a multi-process group from its environment ({@link #openRank}). An engine outside this
+ * jar is found at run time as a {@link GroupProvider}: {@code tornado} names the TornadoVM engine, of which no
+ * provider exists yet (docs/TORNADO.md), so that choice is refused with the reason.
  */
 public final class Engines {
     private Engines() {
@@ -33,8 +34,9 @@ public final class Engines {
         /** Every rank in one launch on GPU 0 (loopback). */
         CUDA("cuda"),
         /**
-         * Every rank on GPU 0 as TornadoVM task graphs (loopback); present where the TornadoVM engine's classes and
-         * runtime are (docs/TORNADO.md).
+         * The TornadoVM engine: the {@link GroupProvider} named {@code tornado}, where one is on the class path. dcp4j
+         * has none yet (the tornado profile builds and tests the engine's Java tasks, not the engine; docs/TORNADO.md),
+         * so this choice is refused with that reason.
          */
         TORNADO("tornado");
 
@@ -108,7 +110,7 @@ public final class Engines {
      * @param timeout how long a rank waits for a peer's line before the call fails
      * @return the group; close it to free its workspaces
      * @throws IllegalStateException where {@code cuda} is asked for and no GPU can be used, or {@code tornado} and
-     *         its engine is not on the class path (with the reason)
+     *         no provider of it is on the class path (with the reason)
      */
     public static LocalGroup openGroup(Choice choice, WorkspaceSpec spec, Duration timeout) {
         return switch (resolve(choice).engine()) {
@@ -129,8 +131,9 @@ public final class Engines {
     }
 
     private static String notOnClassPath(Choice choice) {
-        return "the " + choice.spelling() + " engine is not on the class path: build with the tornado profile and run"
-                + " with TornadoVM's argument file (the TornadoVM bundle's bin/java-tornado; docs/TORNADO.md)";
+        return "the " + choice.spelling() + " engine is not on the class path: no GroupProvider named "
+                + choice.spelling() + " was found, and dcp4j has no TornadoVM engine yet (the tornado profile builds"
+                + " its Java tasks, not the engine; docs/TORNADO.md)";
     }
 
     /**

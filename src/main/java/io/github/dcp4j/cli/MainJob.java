@@ -53,8 +53,9 @@ final class MainJob {
 
     @Option(names = "--engine", defaultValue = "auto", converter = EngineChoiceConverter.class,
             paramLabel = "auto|cpu|cuda|tornado", description = "Engine of the main job: auto (CUDA where a GPU and"
-                    + " driver are present, else CPU; the reason is printed), cpu, cuda or tornado (TornadoVM task"
-                    + " graphs, where its engine is on the class path); default ${DEFAULT-VALUE}.")
+                    + " driver are present, else CPU; the reason is printed), cpu, cuda or tornado (a TornadoVM engine"
+                    + " on the class path; dcp4j has none yet, so it is refused with the reason); default"
+                    + " ${DEFAULT-VALUE}.")
     Engines.Choice engine;
 
     @Option(names = "--progress", description = "Print a progress line per step on stderr (the default where stderr"

@@ -51,8 +51,9 @@ final class ReduceCommand implements java.util.concurrent.Callable<Integer> {
 
     @Option(names = "--engine", defaultValue = "auto", converter = EngineChoiceConverter.class,
             description = "Engine: auto (default: cuda where a GPU and driver are present, else cpu, as the main job),"
-                    + " cpu, cuda (the GPU, all ranks in loopback) or tornado (TornadoVM task graphs on the GPU, where its"
-                    + " engine is on the class path). The outputs are the same bit for bit.")
+                    + " cpu, cuda (the GPU, all ranks in loopback) or tornado (a TornadoVM engine on the class path;"
+                    + " dcp4j has none yet, so it is refused with the reason). cpu and cuda give the same outputs bit"
+                    + " for bit.")
     Engines.Choice engine;
 
     @Option(names = "--timeout", defaultValue = "10s", converter = DurationConverter.class,

@@ -5,9 +5,9 @@ import io.github.dcp4j.op.WorkspaceSpec;
 import java.time.Duration;
 
 /**
- * An engine found at run time through {@link java.util.ServiceLoader}: one whose classes and runtime are on the class
- * path only in some deployments (the TornadoVM engine, built by the {@code tornado} profile and run with TornadoVM's
- * argument file). The engine factory lists the providers it finds and opens a group by the provider's name.
+ * An engine found at run time through {@link java.util.ServiceLoader}: one whose classes and runtime are not in
+ * dcp4j's jar, such as a TornadoVM engine run with TornadoVM's argument file. The engine factory lists the providers
+ * it finds and opens a group by the provider's name; dcp4j itself ships none (docs/TORNADO.md).
  */
 public interface GroupProvider {
 

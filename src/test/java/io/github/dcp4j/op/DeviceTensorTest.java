@@ -140,5 +140,6 @@ class DeviceTensorTest {
         IllegalStateException e = assertThrows(IllegalStateException.class, () -> Engines.openGroup(
                 Engines.Choice.TORNADO, new WorkspaceSpec(1, 1, 2, 64, DType.BF16), Duration.ofSeconds(1)));
         assertTrue(e.getMessage().startsWith("the tornado engine is not on the class path"), e.getMessage());
+        assertTrue(e.getMessage().contains("no TornadoVM engine yet"), e.getMessage());
     }
 }
