@@ -279,7 +279,8 @@ class CliTest {
         "bench --inputs gpu                     | --inputs must be host and/or device; got 'gpu'",
         "bench --modes layer --batches 4,0      | --batches must all be >= 1; got 0",
         "bench --modes eager --plot p.png       | --plot draws the layer mode with L2 hot and host inputs",
-        "bench --inputs device --ranks threads  | --inputs device is measured with --ranks loopback; got --ranks threads",
+        "bench --inputs device --ranks threads  | --inputs device is measured with --ranks loopback; got --ranks"
+            + " threads",
         "check --repeat 0                       | --repeat must be >= 1; got 0",
         "check --inject crash:1                 | --inject must be wrong-cp-rank:R or skip-call:R; got 'crash:1'",
         "check --inject skip-call:99999999999   | --inject must be wrong-cp-rank:R or skip-call:R; got",
