@@ -1,5 +1,6 @@
 package io.github.dcp4j.cli;
 
+import io.github.dcp4j.Fifos;
 import io.github.dcp4j.Tensors;
 import io.github.dcp4j.io.RawSafeTensors;
 import io.github.dcp4j.io.SafeTensors;
@@ -18,6 +19,7 @@ import java.io.StringWriter;
 import java.lang.foreign.Arena;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.SequencedMap;
@@ -26,6 +28,7 @@ import java.util.SplittableRandom;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 class CliTest {
@@ -223,6 +226,19 @@ class CliTest {
             assertTrue(r.err().contains("is the input file"), r.err());
             assertArrayEquals(before, Files.readAllBytes(in), "the input is unchanged");
         }
+    }
+
+    /** A FIFO given as the input is refused by its type at once, naming it; opening it would block for ever. */
+    @Test
+    void reduceRefusesAFifoAsItsInputAtOnceNamingIt() throws Exception {
+        Path fifo = Fifos.make(dir.resolve("in.fifo"));
+        Path out = dir.resolve("out.safetensors");
+        Result r = assertTimeoutPreemptively(Duration.ofSeconds(10),
+                () -> run("reduce", "--input", fifo.toString(), "--output", out.toString(), "--engine", "cpu"));
+        assertEquals(1, r.exitCode(), r.err());
+        assertTrue(r.err().contains(fifo + ": not a regular file"), r.err());
+        assertFalse(r.err().contains("\tat "), "no stack trace: " + r.err());
+        assertFalse(Files.exists(out), "nothing written");
     }
 
     @Test

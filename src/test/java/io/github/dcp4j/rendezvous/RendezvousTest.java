@@ -1,5 +1,6 @@
 package io.github.dcp4j.rendezvous;
 
+import io.github.dcp4j.Fifos;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -255,6 +256,31 @@ class RendezvousTest {
                         : (Wire.MAX_MESSAGE_BYTES + 1L) + " bytes, more than a rank writes")), e.getMessage());
             }
             Files.deleteIfExists(dir.resolve("1-hello.0"));
+        }
+    }
+
+    /**
+     * A FIFO where a peer's rendezvous file belongs, or where this rank's own file goes, is refused by its type at
+     * once, naming it, and never opened: opening a FIFO for reading blocks until a writer comes, past every timeout.
+     */
+    @Test
+    void aRendezvousFileThatIsAFifoIsRefusedAtOnce() throws Exception {
+        Path peers = Fifos.make(dir.resolve("1-hello.1"));
+        try (Rendezvous rv = new DirectoryRendezvous(dir, "job-q", 0, 2, Duration.ofSeconds(20))) {
+            long start = System.nanoTime();
+            RendezvousException e = assertThrows(RendezvousException.class,
+                    () -> rv.allGather("hello", new byte[] {1}));
+            assertTrue((System.nanoTime() - start) / 1e9 < 5, "refused, not waited for");
+            assertTrue(e.getMessage().contains(peers + ": not a regular file"), e.getMessage());
+        }
+        Path own = Fifos.make(dir.resolve("1-again.0"));
+        try (Rendezvous rv = new DirectoryRendezvous(dir, "job-q", 0, 2, Duration.ofSeconds(20))) {
+            long start = System.nanoTime();
+            RendezvousException e = assertThrows(RendezvousException.class,
+                    () -> rv.allGather("again", new byte[] {1}));
+            assertTrue((System.nanoTime() - start) / 1e9 < 5, "refused, not waited for");
+            assertTrue(e.getMessage().contains(own + " exists") && e.getMessage().contains("not a regular file"),
+                    e.getMessage());
         }
     }
 
