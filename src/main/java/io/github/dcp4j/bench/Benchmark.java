@@ -63,7 +63,8 @@ public final class Benchmark implements AutoCloseable {
                     return m;
                 }
             }
-            throw new IllegalArgumentException("mode must be eager, graph, graph-50 or layer; got '" + s + "'");
+            throw new IllegalArgumentException("--modes must be eager, graph, graph-50 or layer; got '" + s
+                    + "'");
         }
     }
 

@@ -3,9 +3,12 @@ package io.github.dcp4j.cli;
 import io.github.dcp4j.bench.BenchReport;
 import io.github.dcp4j.bench.Benchmark;
 import io.github.dcp4j.bench.CaseMatrix;
+import io.github.dcp4j.layout.Ll128;
+import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
+import picocli.CommandLine.ParameterException;
 import picocli.CommandLine.Spec;
 
 import java.io.IOException;
@@ -92,27 +95,49 @@ final class BenchCommand implements Callable<Integer> {
     @Spec
     CommandSpec spec;
 
+    /** The cases the options ask for, after checking every option: a bad value is a usage error (exit code 2). */
+    private List<Benchmark.Case> checkArguments() {
+        CommandLine cli = spec.commandLine();
+        if (samples < 1) {
+            throw new ParameterException(cli, "--samples must be >= 1; got " + samples);
+        }
+        if (calls < 1) {
+            throw new ParameterException(cli, "--calls must be >= 1; got " + calls);
+        }
+        if (cp < 1 || cp > Ll128.MAX_RANKS) {
+            throw new ParameterException(cli, "--cp must be in [1, " + Ll128.MAX_RANKS + "]; got " + cp);
+        }
+        if (!Ranks.KINDS.contains(ranks)) {
+            throw new ParameterException(cli, "--ranks must be one of " + String.join(", ", Ranks.KINDS) + "; got '"
+                    + ranks + "'");
+        }
+        List<Benchmark.Case> wanted;
+        try {
+            wanted = CaseMatrix.cases(modes, batches, cp, l2, inputs);
+        } catch (IllegalArgumentException e) {
+            throw new ParameterException(cli, e.getMessage(), e);  // it names the option and the value
+        }
+        if (plot != null && wanted.stream()
+                .noneMatch(c -> c.mode() == Benchmark.Mode.LAYER && !c.flushL2() && !c.deviceInputs())) {
+            throw new ParameterException(cli, "--plot draws the layer mode with L2 hot and host inputs: add layer to"
+                    + " --modes, hot to --l2 and host to --inputs");
+        }
+        if (!ranks.equals("loopback") && wanted.stream().anyMatch(Benchmark.Case::deviceInputs)) {
+            throw new ParameterException(cli, "--inputs device is measured with --ranks loopback; got --ranks "
+                    + ranks);
+        }
+        return wanted;
+    }
+
     @Override
     public Integer call() throws IOException {
         PrintWriter out = spec.commandLine().getOut();
         PrintWriter err = spec.commandLine().getErr();
-        if (samples < 1 || calls < 1) {
-            throw new IllegalArgumentException("--samples and --calls must be >= 1; got " + samples + ", " + calls);
-        }
-        Map<Integer, Double> peer = peerCsv == null ? Map.of() : BenchReport.readPeer(peerCsv);
-        List<Benchmark.Case> wanted = CaseMatrix.cases(modes, batches, cp, l2, inputs);
+        List<Benchmark.Case> wanted = checkArguments();
         if (plot != null) {
             DesktopRuntime.require();
-            if (wanted.stream()
-                    .noneMatch(c -> c.mode() == Benchmark.Mode.LAYER && !c.flushL2() && !c.deviceInputs())) {
-                throw new IllegalArgumentException("--plot draws the layer mode with L2 hot and host inputs: add layer"
-                        + " to --modes, hot to --l2 and host to --inputs");
-            }
         }
-        if (!ranks.equals("loopback") && wanted.stream().anyMatch(Benchmark.Case::deviceInputs)) {
-            throw new IllegalArgumentException("--inputs device is measured with --ranks loopback; got --ranks "
-                    + ranks);
-        }
+        Map<Integer, Double> peer = peerCsv == null ? Map.of() : BenchReport.readPeer(peerCsv);
         try (Ranks where = Ranks.open(ranks, cp, timeout, err);
              Benchmark bench = new Benchmark(where.deployment(), new Benchmark.Settings(samples, 10, calls, calls),
                      err)) {

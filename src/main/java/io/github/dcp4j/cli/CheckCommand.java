@@ -17,9 +17,12 @@ import io.github.dcp4j.reference.ConformanceCases;
 import io.github.dcp4j.reference.ConformanceCases.GroupInputs;
 import io.github.dcp4j.reference.Fp64Oracle;
 import io.github.dcp4j.reference.RandomInputs;
+import io.github.dcp4j.rendezvous.LauncherEnvironment;
+import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
+import picocli.CommandLine.ParameterException;
 import picocli.CommandLine.Spec;
 
 import java.io.PrintWriter;
@@ -100,19 +103,32 @@ final class CheckCommand implements Callable<Integer> {
     public Integer call() {
         report = spec.commandLine().getOut();
         PrintWriter err = spec.commandLine().getErr();
+        CommandLine cli = spec.commandLine();
+        if (repeat < 1) {
+            throw new ParameterException(cli, "--repeat must be >= 1; got " + repeat);
+        }
+        String[] fault = parseInject();
         if (!RankSetup.inEnvironment()) {
             throw new IllegalArgumentException("check runs as one rank of a group: start it with `dcp4j launch --nproc"
                     + " N -- check`, or set RANK, WORLD_SIZE and a rendezvous (docs/DEPLOYMENT.md)");
         }
-        if (repeat < 1) {
-            throw new IllegalArgumentException("--repeat must be >= 1; got " + repeat);
+        // the options that depend on the group are checked against the launcher's numbers, before any rank joins
+        LauncherEnvironment launch = LauncherEnvironment.of(System.getenv());
+        if (fault != null && Integer.parseInt(fault[1]) >= launch.worldSize()) {
+            throw new ParameterException(cli, "--inject must name a rank in [0, " + (launch.worldSize() - 1)
+                    + "] of this group of " + launch.worldSize() + "; got '" + inject + "'");
         }
-        String[] fault = parseInject();
+        Path csvFile;
+        Path jsonFile;
+        try {
+            csvFile = tableFile("--csv", csv, launch.rank(), launch.worldSize());
+            jsonFile = tableFile("--json", json, launch.rank(), launch.worldSize());
+        } catch (IllegalArgumentException e) {
+            throw new ParameterException(cli, e.getMessage(), e);  // it names the option and the value
+        }
         try (RankSetup setup = RankSetup.fromEnvironment(timeout, Log.to(err))) {
             rank = setup.rank();
             cp = setup.worldSize();
-            Path csvFile = tableFile("--csv", csv, rank, cp);
-            Path jsonFile = tableFile("--json", json, rank, cp);
             try {
                 if (fault != null) {
                     return drill(setup, fault[0], Integer.parseInt(fault[1]));
@@ -161,8 +177,9 @@ final class CheckCommand implements Callable<Integer> {
         }
         String[] parts = inject.split(":");
         if (parts.length != 2 || !(parts[0].equals("wrong-cp-rank") || parts[0].equals("skip-call"))
-                || !parts[1].matches("[0-9]+")) {
-            throw new IllegalArgumentException("--inject must be wrong-cp-rank:R or skip-call:R; got '" + inject + "'");
+                || !parts[1].matches("[0-9]{1,9}")) {
+            throw new ParameterException(spec.commandLine(), "--inject must be wrong-cp-rank:R or skip-call:R; got '"
+                    + inject + "'");
         }
         return parts;
     }
@@ -290,9 +307,6 @@ final class CheckCommand implements Callable<Integer> {
 
     /** The fault drills: 0 when the group behaved as required. */
     private int drill(RankSetup setup, String fault, int target) {
-        if (target >= cp) {
-            throw new IllegalArgumentException("--inject names rank " + target + " of a group of " + cp);
-        }
         WorkspaceSpec spec = specOf(2, 2, cp, 128, DType.BF16);
         try (Arena arena = Arena.ofShared(); IpcWorkspaces ws = setup.openWorkspaces(spec.bytes());
              CudaRankEngine engine = setup.openEngine(ws, timeout)) {

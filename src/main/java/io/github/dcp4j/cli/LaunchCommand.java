@@ -8,6 +8,7 @@ import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
+import picocli.CommandLine.ParameterException;
 import picocli.CommandLine.Parameters;
 import picocli.CommandLine.Spec;
 
@@ -134,19 +135,21 @@ final class LaunchCommand implements Callable<Integer> {
         }
     }
 
+    /** The ranks in start order, after checking every option: a bad value is a usage error (exit code 2). */
     private int[] checkArguments() {
+        CommandLine cli = spec.commandLine();
         if (nproc < 1 || nproc > Ll128.MAX_RANKS) {
-            throw new IllegalArgumentException("--nproc must be in [1, " + Ll128.MAX_RANKS + "] (the most ranks a group"
-                    + " has); got " + nproc);
+            throw new ParameterException(cli, "--nproc must be in [1, " + Ll128.MAX_RANKS + "] (the most ranks a"
+                    + " group has); got " + nproc);
         }
         if (!rendezvous.equals("tcp") && !rendezvous.equals("dir")) {
-            throw new IllegalArgumentException("--rendezvous must be tcp or dir; got '" + rendezvous + "'");
+            throw new ParameterException(cli, "--rendezvous must be tcp or dir; got '" + rendezvous + "'");
         }
         if (port < 0 || port > 65535) {
-            throw new IllegalArgumentException("--port must be in [0, 65535]; got " + port);
+            throw new ParameterException(cli, "--port must be in [0, 65535]; got " + port);
         }
         if (command.getFirst().equals("launch")) {
-            throw new IllegalArgumentException("a launched rank cannot launch again: give a subcommand such as check"
+            throw new ParameterException(cli, "a launched rank cannot launch again: give a subcommand such as check"
                     + " or bench after --");
         }
         int[] ranks = new int[nproc];
@@ -157,7 +160,7 @@ final class LaunchCommand implements Callable<Integer> {
             return ranks;
         }
         if (rankMap.size() != nproc || !Set.copyOf(rankMap).equals(Set.copyOf(identity(nproc)))) {
-            throw new IllegalArgumentException("--rank-map must be a permutation of 0.." + (nproc - 1) + "; got "
+            throw new ParameterException(cli, "--rank-map must be a permutation of 0.." + (nproc - 1) + "; got "
                     + rankMap);
         }
         for (int i = 0; i < nproc; i++) {

@@ -38,7 +38,7 @@ public final class Main implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        return mainJob.run(spec.commandLine().getOut(), spec.commandLine().getErr());
+        return mainJob.run(spec.commandLine());
     }
 
     /**

@@ -11,7 +11,9 @@ import io.github.dcp4j.op.WorkspaceSpec;
 import io.github.dcp4j.reference.ConformanceCases.GroupInputs;
 import io.github.dcp4j.reference.Fp64Oracle;
 import io.github.dcp4j.reference.RandomInputs;
+import picocli.CommandLine;
 import picocli.CommandLine.Option;
+import picocli.CommandLine.ParameterException;
 
 import java.io.PrintWriter;
 import java.lang.foreign.Arena;
@@ -69,14 +71,22 @@ final class MainJob {
     @Option(names = "--json", paramLabel = "FILE", description = "Also write the table as JSON to FILE.")
     Path json;
 
-    int run(PrintWriter out, PrintWriter err) {
+    /**
+     * Runs the main job with the options of {@code cli}'s command; a bad option value is a usage error.
+     *
+     * @param cli the command line that holds this mixin: its streams and the usage error's command
+     * @return 0 when every rank of every batch matches the oracle, else 1
+     */
+    int run(CommandLine cli) {
+        PrintWriter out = cli.getOut();
+        PrintWriter err = cli.getErr();
         for (int b : batches) {
             if (b < 1) {
-                throw new IllegalArgumentException("--batches must all be >= 1; got " + b);
+                throw new ParameterException(cli, "--batches must all be >= 1; got " + b);
             }
         }
-        if (!(seconds > 0)) {
-            throw new IllegalArgumentException("--seconds must be > 0; got " + seconds);
+        if (!(seconds > 0) || Double.isInfinite(seconds)) {
+            throw new ParameterException(cli, "--seconds must be a finite number > 0; got " + seconds);
         }
         if (RankSetup.inEnvironment()) {
             return runAsRank(out, err);

@@ -15,6 +15,9 @@ import java.util.List;
 
 /** The benchmark's deployment chosen by {@code --ranks}, with the devices and rendezvous it holds. */
 final class Ranks implements AutoCloseable {
+    /** The values of {@code --ranks}. */
+    static final List<String> KINDS = List.of("loopback", "threads", "processes");
+
     private final Deployment deployment;
     private final List<CudaDevice> devices;
     private final RankSetup setup;
@@ -55,8 +58,8 @@ final class Ranks implements AutoCloseable {
                 return new Ranks(new ProcessDeployment(setup.rendezvous(), setup.device(), setup.ranksSharingGpu(),
                         timeout), List.of(), setup);
             }
-            default -> throw new IllegalArgumentException("--ranks must be loopback, threads or processes; got '"
-                    + ranks + "'");
+            default -> throw new IllegalArgumentException("--ranks must be one of " + String.join(", ", KINDS)
+                    + "; got '" + ranks + "'");
         }
     }
 

@@ -8,6 +8,7 @@ import io.github.dcp4j.reference.RandomInputs;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
+import picocli.CommandLine.ParameterException;
 import picocli.CommandLine.Spec;
 
 import java.io.IOException;
@@ -51,7 +52,12 @@ final class SampleCommand implements Callable<Integer> {
 
     @Override
     public Integer call() throws IOException {
-        new WorkspaceSpec(tokens, localHeads, cp, headDim, dtype);  // the same limits as the op's, with its messages
+        try {
+            new WorkspaceSpec(tokens, localHeads, cp, headDim, dtype);  // the op's own limits, one definition of each
+        } catch (IllegalArgumentException e) {
+            throw new ParameterException(spec.commandLine(), e.getMessage() + " (--tokens " + tokens
+                    + " --local-heads " + localHeads + " --cp " + cp + " --head-dim " + headDim + ")", e);
+        }
         SplittableRandom random = new SplittableRandom(seed);
         try (Arena arena = Arena.ofConfined()) {
             SequencedMap<String, TensorView> tensors = new LinkedHashMap<>();

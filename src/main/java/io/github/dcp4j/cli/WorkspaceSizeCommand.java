@@ -4,6 +4,7 @@ import io.github.dcp4j.DcpLseReduce;
 import io.github.dcp4j.op.DType;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
+import picocli.CommandLine.ParameterException;
 import picocli.CommandLine.Spec;
 import picocli.CommandLine.Model.CommandSpec;
 
@@ -33,7 +34,15 @@ final class WorkspaceSizeCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        spec.commandLine().getOut().println(DcpLseReduce.workspaceSize(maxTokens, localHeads, cp, headDim, dtype));
+        long bytes;
+        try {
+            bytes = DcpLseReduce.workspaceSize(maxTokens, localHeads, cp, headDim, dtype);
+        } catch (IllegalArgumentException e) {
+            // the op's own limits, one definition of each; its message names the op's argument and its value
+            throw new ParameterException(spec.commandLine(), e.getMessage() + " (--max-tokens " + maxTokens
+                    + " --local-heads " + localHeads + " --cp " + cp + " --head-dim " + headDim + ")", e);
+        }
+        spec.commandLine().getOut().println(bytes);
         return 0;
     }
 }

@@ -21,10 +21,21 @@ public record WorkspaceLayout(int cpSize, int maxRows, RowLayout row) {
         if (maxRows < 1) {
             throw new IllegalArgumentException("max rows must be >= 1; got " + maxRows);
         }
-        if ((long) maxRows * Math.max(cpSize, 32) > Integer.MAX_VALUE) {
+        if (maxRows > mostRows(cpSize)) {
             throw new IllegalArgumentException("max rows x max(cp_size, 32) must fit in an int; got " + maxRows
                     + " rows at cp_size " + cpSize);
         }
+    }
+
+    /**
+     * The most rows a layout for {@code cpSize} sources may have: max rows x max(cp, 32) within an int, as the
+     * kernel's row arithmetic needs.
+     *
+     * @param cpSize ranks in the group, 1..{@link Ll128#MAX_RANKS}
+     * @return {@code Integer.MAX_VALUE / max(cpSize, 32)}
+     */
+    public static int mostRows(int cpSize) {
+        return Integer.MAX_VALUE / Math.max(cpSize, 32);
     }
 
     /**

@@ -31,6 +31,12 @@ import java.util.Objects;
 public record ReduceCall(Tensor partialO, Tensor partialLse, Tensor out, int cpRank, int cpSize, LseMode mode,
                          WorkspaceLayout layout, int rows, int heads, long[] oStrides, long[] lseStrides) {
 
+    /**
+     * The most reduction rows one call takes: the rows of a call are counted in an int. A workspace's layout allows
+     * fewer ({@link WorkspaceLayout#mostRows}).
+     */
+    public static final int MAX_ROWS = Integer.MAX_VALUE;
+
     /** A call as {@link #validate} builds it (the stride arrays are copied). */
     public ReduceCall {
         oStrides = oStrides.clone();
@@ -123,16 +129,49 @@ public record ReduceCall(Tensor partialO, Tensor partialLse, Tensor out, int cpR
     /**
      * The output shape for {@code partialO}'s shape: leading dims flattened, then head_dim.
      *
-     * @param partialO a rank's partial outputs
+     * @param partialO a rank's partial outputs, {@code [..., cp, D]}
      * @return {@code [rows, D]}
+     * @throws IllegalArgumentException where partialO has fewer than 3 dims, or more rows than {@link #MAX_ROWS}
      */
     public static long[] outputShape(Tensor partialO) {
         long[] s = partialO.shape();
-        long rows = 1;
-        for (int i = 0; i < s.length - 2; i++) {
-            rows *= s[i];
+        if (s.length < 3) {
+            throw new IllegalArgumentException("partial_o must be [..., cp_size, head_dim] with >= 3 dims; got shape "
+                    + Arrays.toString(s));
         }
-        return new long[] {rows, s[s.length - 1]};
+        return new long[] {rowsOf(s), s[s.length - 1]};
+    }
+
+    /**
+     * The reduction rows of a partial_o shape {@code [..., cp, D]}: the product of its leading dims, computed
+     * without overflow (zero where any of them is zero).
+     *
+     * @throws IllegalArgumentException naming partial_o, its shape and {@link #MAX_ROWS} where the product exceeds it
+     */
+    private static long rowsOf(long[] oShape) {
+        int leading = oShape.length - 2;
+        for (int i = 0; i < leading; i++) {
+            if (oShape[i] == 0) {
+                return 0;
+            }
+        }
+        long rows = 1;
+        try {
+            for (int i = 0; i < leading; i++) {
+                rows = Math.multiplyExact(rows, oShape[i]);
+            }
+        } catch (ArithmeticException e) {
+            throw tooManyRows(oShape, MAX_ROWS, "more than " + Long.MAX_VALUE);
+        }
+        if (rows > MAX_ROWS) {
+            throw tooManyRows(oShape, MAX_ROWS, Long.toString(rows));
+        }
+        return rows;
+    }
+
+    private static IllegalArgumentException tooManyRows(long[] oShape, int most, String got) {
+        return new IllegalArgumentException("partial_o rows (the product of the leading dims of shape "
+                + Arrays.toString(oShape) + ") must be at most " + most + "; got " + got);
     }
 
     /**
@@ -227,24 +266,20 @@ public record ReduceCall(Tensor partialO, Tensor partialLse, Tensor out, int cpR
             throw new IllegalArgumentException("partial_o last dimension must be contiguous (stride 1); got strides "
                     + Arrays.toString(partialO.strides()));
         }
-        long rowsLong = 1;
-        for (int i = 0; i < rank - 2; i++) {
-            rowsLong *= oShape[i];
-        }
-        if (rowsLong == 0) {
+        int rows = Math.toIntExact(rowsOf(oShape));
+        if (rows == 0) {
             throw new IllegalArgumentException("partial_o has zero rows (shape " + Arrays.toString(oShape)
                     + "); zero-token inputs are not supported: skip the call on every rank");
         }
-        if (rowsLong > Integer.MAX_VALUE) {
-            throw new IllegalArgumentException("partial_o rows must be at most " + Integer.MAX_VALUE + "; got "
-                    + rowsLong);
+        if (rows > WorkspaceLayout.mostRows(cpSize)) {
+            throw tooManyRows(oShape, WorkspaceLayout.mostRows(cpSize), rows + " (rows x max(cp_size, 32) must fit"
+                    + " in an int at cp_size " + cpSize + ")");
         }
-        int rows = (int) rowsLong;
         long[] oStrides;
         long[] lseStrides;
         int heads;
         if (rank == 4) {
-            heads = (int) oShape[1];
+            heads = Math.toIntExact(oShape[1]);  // at most rows
             oStrides = new long[] {partialO.stride(0), partialO.stride(1), partialO.stride(2)};
             lseStrides = new long[] {partialLse.stride(0), partialLse.stride(1), partialLse.stride(2)};
         } else {

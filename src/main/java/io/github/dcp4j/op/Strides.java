@@ -14,7 +14,10 @@ final class Strides {
     record Geometry(long[] shape, long[] strides) {
     }
 
-    /** Checks a view's geometry: one stride per dimension, no negative size, stride or offset. */
+    /**
+     * Checks a view's geometry: one stride per dimension, no negative size, stride or offset, at most 2^63 - 1
+     * elements, and its last element's byte within 2^63 - 1.
+     */
     static void check(long[] shape, long[] strides, long offset) {
         if (shape.length != strides.length) {
             throw new IllegalArgumentException("strides " + Arrays.toString(strides) + " must have one entry per"
@@ -32,6 +35,7 @@ final class Strides {
         if (offset < 0) {
             throw new IllegalArgumentException("offset must be >= 0; got " + offset);
         }
+        numel(shape);  // a view's element count is a long, as torch's is
         try {
             long last = offset;
             for (int i = 0; i < shape.length; i++) {
@@ -57,10 +61,25 @@ final class Strides {
         return strides;
     }
 
+    /**
+     * The product of the sizes (0 where any is 0, whatever the others).
+     *
+     * @throws IllegalArgumentException naming the shape where the product exceeds 2^63 - 1
+     */
     static long numel(long... shape) {
-        long n = 1;
         for (long d : shape) {
-            n = Math.multiplyExact(n, d);
+            if (d == 0) {
+                return 0;
+            }
+        }
+        long n = 1;
+        try {
+            for (long d : shape) {
+                n = Math.multiplyExact(n, d);
+            }
+        } catch (ArithmeticException e) {
+            throw new IllegalArgumentException("shape " + Arrays.toString(shape) + " has more than " + Long.MAX_VALUE
+                    + " elements");
         }
         return n;
     }

@@ -138,6 +138,7 @@ public record TensorView(MemorySegment memory, DType dtype, long[] shape, long[]
      *
      * @param shape the sizes
      * @return their product (1 for no dimension)
+     * @throws IllegalArgumentException naming the shape where the product exceeds 2^63 - 1
      */
     public static long numel(long... shape) {
         return Strides.numel(shape);

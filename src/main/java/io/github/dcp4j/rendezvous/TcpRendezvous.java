@@ -111,7 +111,7 @@ public final class TcpRendezvous implements Rendezvous {
             throw new IllegalArgumentException("timeout must be positive; got " + timeout);
         }
         Participant self = Participant.self(job, secret, rank, worldSize);
-        TcpStore store = rank == 0 ? TcpStore.start(host, port, self, secret) : null;
+        TcpStore store = rank == 0 ? TcpStore.start(host, port, self, secret, timeout) : null;
         try {
             return new TcpRendezvous(self, secret, host, store == null ? port : store.port(), timeout, store);
         } catch (RuntimeException e) {

@@ -4,6 +4,8 @@ import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
+import java.io.EOFException;
+import java.io.FilterInputStream;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.net.BindException;
@@ -11,9 +13,11 @@ import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
+import java.net.SocketTimeoutException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeSet;
@@ -25,11 +29,34 @@ import java.util.concurrent.locks.ReentrantLock;
  * Rank 0's side of {@link TcpRendezvous}: accepts one connection per rank (checking job, run, the hello's tag, world
  * size and that the rank is free), and answers each GATHER once every rank has sent one for its key. One virtual
  * thread per connection.
+ *
+ * <p>Whoever can reach the port can connect, so a connection is held to limits and dropped, named in the log, when it
+ * breaks one, while the store goes on serving the ranks: its hello must arrive whole within {@link #MAX_READ_WAIT}
+ * (or the rendezvous timeout, where shorter) and be at most {@link Wire#MAX_HEADER_BYTES}; at most the world size +
+ * {@link #SPARE_CONNECTIONS} connections may wait for their hello at once (the oldest is dropped for a new one); a
+ * rank's request, once begun, must arrive whole within the same wait, and is at most one message
+ * ({@link Wire#MAX_MESSAGE_BYTES}) and a key. A rank sends its next request only after the store answered the last, so
+ * that bounds what one connection may have sent before it is answered or dropped.
  */
 final class TcpStore {
+    /**
+     * The longest a connection may take to send its hello, or the rest of a request it has begun: a rank writes either
+     * whole as soon as it connects or asks.
+     */
+    static final Duration MAX_READ_WAIT = Duration.ofSeconds(10);
+    /**
+     * Connections that may wait for their hello beyond the group's ranks (each rank connects once): room for a rank
+     * that reconnects, not for a flood.
+     */
+    static final int SPARE_CONNECTIONS = 16;
+    private static final System.Logger LOG = System.getLogger(TcpStore.class.getName());
+
     private final ServerSocket server;
     private final Participant owner;
     private final JobSecret secret;
+    private final Duration readWait;
+    /** Connections whose hello has not been read yet, oldest first (guarded by itself). */
+    private final LinkedHashSet<Socket> unauthenticated = new LinkedHashSet<>();
     private final ReentrantLock lock = new ReentrantLock();
     private final Condition changed = lock.newCondition();
     /** Ranks connected now (guarded by lock). */
@@ -64,29 +91,33 @@ final class TcpStore {
         }
     }
 
-    private TcpStore(ServerSocket server, Participant owner, JobSecret secret) {
+    private TcpStore(ServerSocket server, Participant owner, JobSecret secret, Duration readWait) {
         this.server = server;
         this.owner = owner;
         this.secret = secret;
+        this.readWait = readWait;
         this.acceptor = Thread.ofVirtual().name("dcp4j-rendezvous-store").start(this::acceptLoop);
     }
 
-    /** Serves {@code port} on {@code host}'s interface where it is a loopback address, else on every interface. */
-    static TcpStore start(String host, int port, Participant owner, JobSecret secret) {
+    /**
+     * Serves {@code port} on {@code host}'s interface where it is a loopback address, else on every interface; a
+     * connection's reads wait at most {@code timeout} or {@link #MAX_READ_WAIT}, the shorter.
+     */
+    static TcpStore start(String host, int port, Participant owner, JobSecret secret, Duration timeout) {
         try {
             InetAddress address = InetAddress.getByName(host);
             ServerSocket s = new ServerSocket();
             s.setReuseAddress(true);
             try {
                 s.bind(address.isLoopbackAddress() ? new InetSocketAddress(address, port) : new InetSocketAddress(port),
-                        owner.worldSize() * 2);
+                        maxUnauthenticated(owner.worldSize()));
             } catch (BindException e) {
                 s.close();
                 throw new RendezvousException("rank 0 cannot serve the TCP rendezvous on port " + port + ": "
                         + e.getMessage() + " (under torchrun the agent holds MASTER_PORT: set "
                         + Rendezvous.DCP4J_MASTER_PORT + " to a free port)", e);
             }
-            return new TcpStore(s, owner, secret);
+            return new TcpStore(s, owner, secret, timeout.compareTo(MAX_READ_WAIT) < 0 ? timeout : MAX_READ_WAIT);
         } catch (IOException e) {
             throw new UncheckedIOException("cannot open the TCP rendezvous store on port " + port, e);
         }
@@ -101,63 +132,198 @@ final class TcpStore {
         return server.getInetAddress();
     }
 
+    /** The connections that may wait for their hello at once in a group of {@code worldSize}. */
+    static int maxUnauthenticated(int worldSize) {
+        return worldSize + SPARE_CONNECTIONS;
+    }
+
     private void acceptLoop() {
         while (!server.isClosed()) {
+            Socket s;
             try {
-                Socket s = server.accept();
-                s.setTcpNoDelay(true);
-                Thread.ofVirtual().name("dcp4j-rendezvous-peer").start(() -> serve(s));
+                s = server.accept();
             } catch (IOException e) {
-                return;
+                return;  // the store is closed
             }
+            Socket oldest = admit(s);
+            if (oldest != null) {
+                drop(oldest, "connection from " + oldest.getRemoteSocketAddress(), "more than "
+                        + maxUnauthenticated(owner.worldSize()) + " connections were waiting for their hello; the"
+                        + " oldest is dropped");
+            }
+            Thread.ofVirtual().name("dcp4j-rendezvous-peer").start(() -> serve(s));
+        }
+    }
+
+    /**
+     * Counts {@code s} among the connections waiting for their hello; returns the oldest of them where that makes too
+     * many (a rank sends its hello as it connects, so a flood of silent connections costs the flooder its own first).
+     */
+    private Socket admit(Socket s) {
+        synchronized (unauthenticated) {
+            unauthenticated.add(s);
+            if (unauthenticated.size() <= maxUnauthenticated(owner.worldSize())) {
+                return null;
+            }
+            Socket oldest = unauthenticated.getFirst();
+            unauthenticated.remove(oldest);
+            return oldest;
+        }
+    }
+
+    /**
+     * Takes {@code s} off the connections waiting for their hello: whether it was among them (false: it was dropped
+     * as the oldest).
+     */
+    private boolean doneWaiting(Socket s) {
+        synchronized (unauthenticated) {
+            return unauthenticated.remove(s);
+        }
+    }
+
+    /** Closes a connection that broke a limit or was refused, naming it and why in the log first. */
+    private static void drop(Socket s, String who, String why) {
+        LOG.log(System.Logger.Level.WARNING, "TCP rendezvous store: dropped the " + who + ": " + why);
+        close(s);
+    }
+
+    private static void close(Socket s) {
+        try {
+            s.close();
+        } catch (IOException e) {
+            // closing a connection that ended or broke: nothing to recover
         }
     }
 
     private void serve(Socket socket) {
         int rank = -1;
         boolean bye = false;
+        boolean inRequest = true;  // the hello is the first request
+        String who = "connection from " + socket.getRemoteSocketAddress();
         String lastKey = "(before its first exchange)";
-        try (socket;
-             DataInputStream in = new DataInputStream(new BufferedInputStream(socket.getInputStream()));
-             DataOutputStream out = new DataOutputStream(new BufferedOutputStream(socket.getOutputStream()))) {
-            if (in.readInt() != TcpRendezvous.HELLO) {
-                return;
+        // the socket is closed in the finally below, after the log names a connection that broke: whoever watches the
+        // connection end finds it named
+        try {
+            socket.setTcpNoDelay(true);
+            ReadDeadline deadline = new ReadDeadline(socket);
+            DataInputStream in = new DataInputStream(new BufferedInputStream(deadline));
+            DataOutputStream out = new DataOutputStream(new BufferedOutputStream(socket.getOutputStream()));
+            deadline.start(readWait);
+            int first = in.readInt();
+            if (first != TcpRendezvous.HELLO) {
+                throw new RendezvousException("it sent " + first + " where a hello (" + TcpRendezvous.HELLO
+                        + ") belongs");
             }
-            String source = "connection from " + socket.getRemoteSocketAddress();
-            Participant.Opened hello = Participant.open(Wire.readMessage(in, source), false, secret, source);
-            Participant p = hello.from();
+            Participant.Opened hello = Participant.open(Wire.readHeaderMessage(in, "its hello"), false, secret,
+                    "its hello");
+            if (!doneWaiting(socket)) {
+                return;  // dropped as the oldest while its hello arrived
+            }
             String refusal = join(hello);
             if (refusal != null) {
                 out.writeInt(TcpRendezvous.ERROR);
                 out.writeUTF(refusal);
                 out.flush();
+                drop(socket, who, "refused: " + refusal);
                 return;
             }
-            rank = p.rank();
+            rank = hello.from().rank();
+            who = "connection of rank " + rank + " from " + socket.getRemoteSocketAddress();
             out.writeInt(TcpRendezvous.OK);
             out.flush();
             while (true) {
+                // between requests a rank may be quiet as long as it likes: its own waits are bounded
+                deadline.stop();
+                inRequest = false;
                 int op = in.readInt();
+                inRequest = true;
+                deadline.start(readWait);
                 if (op == TcpRendezvous.BYE) {
                     bye = true;
                     return;
                 }
                 if (op != TcpRendezvous.GATHER) {
-                    return;
+                    throw new RendezvousException("it sent " + op + " where a request (GATHER " + TcpRendezvous.GATHER
+                            + " or BYE " + TcpRendezvous.BYE + ") belongs");
                 }
                 String key = in.readUTF();
                 long timeoutMs = in.readLong();
-                byte[] mine = Wire.readMessage(in, "rank " + rank + "'s connection");
+                byte[] mine = Wire.readMessage(in, "its request");
                 lastKey = key;
                 gather(rank, key, mine, timeoutMs, out);
                 out.flush();
             }
+        } catch (SocketTimeoutException e) {
+            dropBroken(socket, rank, who, "it did not send " + (rank < 0 ? "its hello" : "the rest of its request")
+                    + " within " + readWait);
         } catch (IOException | RendezvousException e) {
-            // the peer's connection broke or sent what no rank sends: recorded as a departure below
+            // a connection that ends between requests is a rank's departure, recorded below; anything else broke
+            if (inRequest) {
+                dropBroken(socket, rank, who, e instanceof EOFException
+                        ? "the connection ended before its " + (rank < 0 ? "hello" : "request") + " was complete"
+                        : e.getMessage());
+            }
         } finally {
+            close(socket);
             if (rank >= 0) {
                 leave(rank, bye, lastKey);
             }
+        }
+    }
+
+    /** Drops a connection whose hello or request broke, unless it was dropped already as the oldest. */
+    private void dropBroken(Socket socket, int rank, String who, String why) {
+        if (rank >= 0 || doneWaiting(socket)) {
+            drop(socket, who, why);
+        }
+    }
+
+    /**
+     * A connection's input with an optional deadline: while one runs, every read waits at most until it passes, so a
+     * peer that stalls in the middle of a hello or a request cannot hold its connection for ever.
+     */
+    private static final class ReadDeadline extends FilterInputStream {
+        private final Socket socket;
+        private long deadline;
+        private boolean running;
+
+        ReadDeadline(Socket socket) throws IOException {
+            super(socket.getInputStream());
+            this.socket = socket;
+        }
+
+        void start(Duration within) {
+            deadline = System.nanoTime() + within.toNanos();
+            running = true;
+        }
+
+        void stop() {
+            running = false;
+        }
+
+        /** Sets the socket's read timeout to what is left of the deadline (none where no deadline runs). */
+        private void bound() throws IOException {
+            if (!running) {
+                socket.setSoTimeout(0);
+                return;
+            }
+            long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
+            if (left <= 0) {
+                throw new SocketTimeoutException("the read deadline passed");
+            }
+            socket.setSoTimeout((int) Math.min(Integer.MAX_VALUE, left));
+        }
+
+        @Override
+        public int read() throws IOException {
+            bound();
+            return super.read();
+        }
+
+        @Override
+        public int read(byte[] b, int off, int len) throws IOException {
+            bound();
+            return super.read(b, off, len);
         }
     }
 

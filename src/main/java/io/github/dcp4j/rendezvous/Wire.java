@@ -15,8 +15,13 @@ final class Wire {
      * bytes).
      */
     static final int MAX_PART_BYTES = 1 << 20;
-    /** The largest rendezvous file: a participant header (its job name at most 64 KiB) and one part. */
-    static final int MAX_MESSAGE_BYTES = MAX_PART_BYTES + (1 << 17);
+    /**
+     * The largest message without a part, such as a TCP hello: a participant header (its job name at most 64 KiB, as
+     * {@link DataOutputStream#writeUTF} writes it), its key and its tag.
+     */
+    static final int MAX_HEADER_BYTES = 1 << 17;
+    /** The largest rendezvous file: a participant header and one part. */
+    static final int MAX_MESSAGE_BYTES = MAX_PART_BYTES + MAX_HEADER_BYTES;
 
     private Wire() {
     }
@@ -37,6 +42,11 @@ final class Wire {
 
     static byte[] readMessage(DataInputStream in, String source) throws IOException {
         return read(in, MAX_MESSAGE_BYTES, "a message", source);
+    }
+
+    /** Reads a message without a part (a TCP hello), at most {@link #MAX_HEADER_BYTES}. */
+    static byte[] readHeaderMessage(DataInputStream in, String source) throws IOException {
+        return read(in, MAX_HEADER_BYTES, "a hello", source);
     }
 
     private static void write(DataOutputStream out, byte[] bytes, int most, String what) throws IOException {

@@ -1,5 +1,6 @@
 package io.github.dcp4j.cli;
 
+import io.github.dcp4j.Fifos;
 import io.github.dcp4j.Tensors;
 import io.github.dcp4j.io.RawSafeTensors;
 import io.github.dcp4j.io.SafeTensors;
@@ -18,6 +19,7 @@ import java.io.StringWriter;
 import java.lang.foreign.Arena;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.SequencedMap;
@@ -26,6 +28,7 @@ import java.util.SplittableRandom;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 class CliTest {
@@ -54,8 +57,9 @@ class CliTest {
     void workspaceSizeRejectsBadArgumentsWithAMessage() {
         Result r = run("workspace-size", "--max-tokens", "8", "--local-heads", "2", "--cp", "65", "--head-dim", "128",
                 "--dtype", "bf16");
-        assertEquals(1, r.exitCode());
-        assertTrue(r.err().contains("cp_size must be in [1, 64]; got 65"), r.err());
+        assertEquals(2, r.exitCode(), "a usage error");
+        assertTrue(r.err().contains("cp_size must be in [1, 64]; got 65 (--max-tokens 8 --local-heads 2 --cp 65"
+                + " --head-dim 128)"), r.err());
         Result dtype = run("workspace-size", "--max-tokens", "8", "--local-heads", "2", "--cp", "4", "--head-dim",
                 "128", "--dtype", "fp32");
         assertEquals(2, dtype.exitCode(), "a usage error");
@@ -224,6 +228,19 @@ class CliTest {
         }
     }
 
+    /** A FIFO given as the input is refused by its type at once, naming it; opening it would block for ever. */
+    @Test
+    void reduceRefusesAFifoAsItsInputAtOnceNamingIt() throws Exception {
+        Path fifo = Fifos.make(dir.resolve("in.fifo"));
+        Path out = dir.resolve("out.safetensors");
+        Result r = assertTimeoutPreemptively(Duration.ofSeconds(10),
+                () -> run("reduce", "--input", fifo.toString(), "--output", out.toString(), "--engine", "cpu"));
+        assertEquals(1, r.exitCode(), r.err());
+        assertTrue(r.err().contains(fifo + ": not a regular file"), r.err());
+        assertFalse(r.err().contains("\tat "), "no stack trace: " + r.err());
+        assertFalse(Files.exists(out), "nothing written");
+    }
+
     @Test
     void reduceRejectsAMissingInputFile() {
         Result r = run("reduce", "--input", dir.resolve("nope.safetensors").toString(), "--output",
@@ -260,6 +277,45 @@ class CliTest {
             assertTrue(r.err().contains(args[0] + " must be") && r.err().contains("got " + args[1]), r.err());
             assertFalse(r.err().contains("\tat "), "no stack trace: " + r.err());
         }
+    }
+
+    /**
+     * Every option value a command refuses is a usage error: exit code 2, a message that names the option, the value
+     * and what is allowed, no stack trace; refused before anything runs, GPU or not.
+     */
+    @ParameterizedTest(name = "{0}")
+    @CsvSource(delimiter = '|', quoteCharacter = '"', value = {
+        "bench --samples 0                      | --samples must be >= 1; got 0",
+        "bench --calls -3                       | --calls must be >= 1; got -3",
+        "bench --cp 0                           | --cp must be in [1, 64]; got 0",
+        "bench --cp 65                          | --cp must be in [1, 64]; got 65",
+        "bench --ranks gpus                     | --ranks must be one of loopback, threads, processes; got 'gpus'",
+        "bench --modes fast                     | --modes must be eager, graph, graph-50 or layer; got 'fast'",
+        "bench --l2 warm                        | --l2 must be hot and/or flushed; got 'warm'",
+        "bench --inputs gpu                     | --inputs must be host and/or device; got 'gpu'",
+        "bench --modes layer --batches 4,0      | --batches must all be >= 1; got 0",
+        "bench --modes eager --plot p.png       | --plot draws the layer mode with L2 hot and host inputs",
+        "bench --inputs device --ranks threads  | --inputs device is measured with --ranks loopback; got --ranks"
+            + " threads",
+        "check --repeat 0                       | --repeat must be >= 1; got 0",
+        "check --inject crash:1                 | --inject must be wrong-cp-rank:R or skip-call:R; got 'crash:1'",
+        "check --inject skip-call:99999999999   | --inject must be wrong-cp-rank:R or skip-call:R; got",
+        "--batches 1,0                          | --batches must all be >= 1; got 0",
+        "--seconds 0                            | --seconds must be a finite number > 0; got 0.0",
+        "--seconds -1                           | --seconds must be a finite number > 0; got -1.0",
+        "--seconds NaN                          | --seconds must be a finite number > 0; got NaN",
+        "--seconds Infinity                     | --seconds must be a finite number > 0; got Infinity",
+        "workspace-size --max-tokens 0 --local-heads 2 --cp 4 --head-dim 128 --dtype bf16 | max_tokens must be > 0;"
+            + " got 0 (--max-tokens 0",
+        "sample --output /nonexistent/s.safetensors --head-dim 3 | head_dim x element size must be a multiple of",
+    })
+    void optionValuesOutOfRangeAreUsageErrors(String commandLine, String message) {
+        Result r = run(commandLine.trim().split(" +"));
+        assertEquals(2, r.exitCode(), r.err());
+        assertTrue(r.err().contains(message.trim()), r.err());
+        assertFalse(r.err().contains("\tat "), "no stack trace: " + r.err());
+        assertFalse(r.err().contains(": error: "), "a usage error, not a failure of the run: " + r.err());
+        assertEquals("", r.out());
     }
 
     @Test
@@ -348,8 +404,9 @@ class CliTest {
         assertEquals(0, reduce.exitCode(), reduce.err());
         assertTrue(reduce.err().contains("4 ranks x 6 rows x head_dim 64 (fp16"), reduce.err());
         Result bad = run("sample", "--output", in.toString(), "--cp", "65");
-        assertEquals(1, bad.exitCode());
-        assertTrue(bad.err().contains("cp_size must be in [1, 64]; got 65"), bad.err());
+        assertEquals(2, bad.exitCode(), "a usage error");
+        assertTrue(bad.err().contains("cp_size must be in [1, 64]; got 65 (--tokens 2 --local-heads 16 --cp 65"),
+                bad.err());
     }
 
     @Test

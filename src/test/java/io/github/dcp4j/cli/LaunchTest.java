@@ -176,27 +176,35 @@ class LaunchTest {
         }
     }
 
+    /** Usage errors (exit code 2, the option and its value named, no stack trace) before anything starts. */
     @Test
     void badLaunchArgumentsAreRefusedBeforeAnyChildStarts() {
-        Run map = dcp4j("launch", "--nproc", "3", "--rank-map", "0,1,1", "--", "ping");
-        assertEquals(1, map.code());
-        assertTrue(map.err().contains("--rank-map must be a permutation of 0..2; got [0, 1, 1]"), map.err());
+        for (String[] c : new String[][] {
+            {"--rank-map must be a permutation of 0..2; got [0, 1, 1]", "--nproc", "3", "--rank-map", "0,1,1"},
+            {"--rank-map must be a permutation of 0..1; got [0, 1, 2]", "--nproc", "2", "--rank-map", "0,1,2"},
+            {"--nproc must be in [1, 64] (the most ranks a group has); got 0", "--nproc", "0"},
+            {"--nproc must be in [1, 64] (the most ranks a group has); got 65", "--nproc", "65"},
+            {"--rendezvous must be tcp or dir; got 'mpi'", "--nproc", "2", "--rendezvous", "mpi"},
+            {"--port must be in [0, 65535]; got 65536", "--nproc", "2", "--port", "65536"},
+            {"--port must be in [0, 65535]; got -1", "--nproc", "2", "--port", "-1"}}) {
+            List<String> args = new ArrayList<>(List.of("launch"));
+            args.addAll(List.of(c).subList(1, c.length));
+            args.addAll(List.of("--", "ping"));
+            Run r = dcp4j(args.toArray(String[]::new));
+            assertEquals(2, r.code(), args + ": " + r.err());
+            assertTrue(r.err().contains(c[0]), args + ": " + r.err());
+            assertFalse(r.err().contains("\tat ") || r.err().contains("rank(s) of"), "no stack trace, no rank: "
+                    + r.err());
+        }
         Run nested = dcp4j("launch", "--nproc", "2", "--", "launch", "--nproc", "2", "--", "ping");
-        assertEquals(1, nested.code());
+        assertEquals(2, nested.code());
         assertTrue(nested.err().contains("a launched rank cannot launch again"), nested.err());
-        Run none = dcp4j("launch", "--nproc", "0", "--", "ping");
-        assertTrue(none.err().contains("--nproc must be in [1, 64] (the most ranks a group has); got 0"), none.err());
-        Run many = dcp4j("launch", "--nproc", "65", "--", "ping");
-        assertEquals(1, many.code());
-        assertTrue(many.err().contains("--nproc must be in [1, 64]"), many.err());
         for (String timeout : new String[] {"99999999999999999999s", "25h", "1441m", "0s", "-1s"}) {
             Run t = dcp4j("check", "--timeout", timeout);
             assertEquals(2, t.code(), timeout + ": " + t.err());
             assertTrue(t.err().contains("at most 24 hours"), t.err());
             assertFalse(t.err().contains("\tat "), "no stack trace: " + t.err());
         }
-        Run kind = dcp4j("launch", "--nproc", "2", "--rendezvous", "mpi", "--", "ping");
-        assertTrue(kind.err().contains("--rendezvous must be tcp or dir; got 'mpi'"), kind.err());
     }
 
     /** A rank's launcher pid that is not a number: refused naming the variable, before anything runs. */
@@ -221,6 +229,27 @@ class LaunchTest {
         Run bench = dcp4j("bench", "--ranks", "processes");
         assertEquals(1, bench.code());
         assertTrue(bench.err().contains("dcp4j launch --nproc 8 -- bench --ranks processes"), bench.err());
+    }
+
+    /**
+     * Options checked against the group's size are usage errors of every rank, before any rank joins or looks for a
+     * GPU: each rank exits with 2 naming the option and its value.
+     */
+    @Test
+    void checkOptionsThatDoNotFitTheGroupAreUsageErrorsOfEveryRank() {
+        for (String[] c : new String[][] {
+            {"--inject must name a rank in [0, 1] of this group of 2; got 'skip-call:2'", "--inject", "skip-call:2"},
+            {"--csv in a group of 2 ranks must name a file with {rank} in it (each rank writes its own); got"
+                + " 'check.csv'", "--csv", "check.csv"}}) {
+            Run r = dcp4j("launch", "--nproc", "2", "--keep-going", "--", "check", c[1], c[2]);
+            assertEquals(1, r.code(), r.err());
+            for (int rank = 0; rank < 2; rank++) {
+                assertTrue(r.out().contains("[rank " + rank + "] " + c[0]), r.out());
+                assertTrue(Pattern.compile("launch: rank " + rank + " \\(pid \\d+\\) exited with code 2")
+                        .matcher(r.err()).find(), r.err());
+            }
+            assertFalse(r.out().contains("needs a GPU") || r.out().contains("\tat "), r.out());
+        }
     }
 
     /** Without a driver, every rank of a GPU command fails with the reason, and the launcher reports it. */

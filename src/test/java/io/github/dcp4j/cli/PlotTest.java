@@ -121,7 +121,7 @@ class PlotTest {
     @Test
     void benchRefusesAPlotWithoutTheLayerModeBeforeItRuns() {
         CliTest.Result r = CliTest.run("bench", "--modes", "eager", "--plot", dir.resolve("x.png").toString());
-        assertEquals(1, r.exitCode());
+        assertEquals(2, r.exitCode(), "a usage error");
         assertTrue(r.err().contains("--plot draws the layer mode"), r.err());
     }
 }

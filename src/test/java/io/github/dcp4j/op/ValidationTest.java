@@ -125,6 +125,54 @@ class ValidationTest {
                 "at most 8");
     }
 
+    /** A view that repeats one slice of each rank's memory (strides 0 on the leading dims) {@code shape} times. */
+    private TensorView repeated(DType dtype, long... shape) {
+        long[] strides = TensorView.contiguousStrides(shape);
+        int leading = dtype == DType.FP32 ? shape.length - 1 : shape.length - 2;
+        long[] inner = java.util.Arrays.copyOfRange(shape, leading, shape.length);
+        for (int i = 0; i < leading; i++) {
+            strides[i] = 0;
+        }
+        TensorView slice = TensorView.allocate(arena, dtype, inner);
+        return new TensorView(slice.memory(), dtype, shape, strides, 0);
+    }
+
+    /**
+     * Rows past an int, or past what the kernel's row arithmetic holds at this cp_size, are refused naming partial_o,
+     * its shape and the limit; a shape whose element count or rows overflow a long is refused as such, never wrapped
+     * around to a small count.
+     */
+    @Test
+    void hugeShapesAreRefusedNamingTheArgumentTheValueAndTheLimit() {
+        long pastInt = 1L << 31;
+        rejected(IllegalArgumentException.class, () -> call(repeated(DType.BF16, pastInt, 1, CP, 64),
+                repeated(DType.FP32, pastInt, 1, CP), out, 0, CP, LseMode.BASE2), "partial_o rows",
+                "[2147483648, 1, 4, 64]", "at most 2147483647", "got 2147483648");
+        rejected(IllegalArgumentException.class, () -> call(repeated(DType.BF16, 1, pastInt, CP, 64),
+                repeated(DType.FP32, 1, pastInt, CP), out, 0, CP, LseMode.BASE2), "partial_o rows",
+                "[1, 2147483648, 4, 64]", "at most 2147483647");
+        long pastLayout = Integer.MAX_VALUE / 32 + 1;
+        rejected(IllegalArgumentException.class, () -> call(repeated(DType.BF16, pastLayout, 1, CP, 64),
+                repeated(DType.FP32, pastLayout, 1, CP), out, 0, CP, LseMode.BASE2), "partial_o rows",
+                "at most " + (Integer.MAX_VALUE / 32), "got " + pastLayout, "cp_size 4");
+        long[] wraps = {(1L << 32) + 1, (1L << 32) - 1, CP, 64};  // 2^64 - 1 rows: -1 in a long
+        IllegalArgumentException view = assertThrows(IllegalArgumentException.class,
+                () -> repeated(DType.BF16, wraps));
+        assertTrue(view.getMessage().contains("has more than 9223372036854775807 elements"), view.getMessage());
+        assertThrows(IllegalArgumentException.class, () -> new DeviceTensor(0x10000, 0, DType.BF16, wraps,
+                new long[] {0, 0, 64, 1}, 0));
+        DeviceTensor noElements = new DeviceTensor(0x10000, 0, DType.BF16, new long[] {1L << 32, 1L << 32, CP, 0},
+                new long[] {0, 0, 0, 1}, 0);
+        IllegalArgumentException rows = assertThrows(IllegalArgumentException.class,
+                () -> ReduceCall.outputShape(noElements));
+        assertTrue(rows.getMessage().contains("partial_o rows") && rows.getMessage().contains("at most 2147483647")
+                && rows.getMessage().contains("got more than 9223372036854775807"), rows.getMessage());
+        IllegalArgumentException large = assertThrows(IllegalArgumentException.class,
+                () -> ReduceCall.outputShape(repeated(DType.BF16, pastInt, 1, CP, 64)));
+        assertTrue(large.getMessage().contains("got 2147483648"), large.getMessage());
+        assertArrayEquals(new long[] {8, 64}, ReduceCall.outputShape(o));
+    }
+
     @Test
     void partialOOfFp32IsADtypeError() {
         TensorView f32 = TensorView.allocate(arena, DType.FP32, 4, 2, CP, 64);

@@ -1,5 +1,6 @@
 package io.github.dcp4j.rendezvous;
 
+import io.github.dcp4j.Fifos;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
@@ -7,8 +8,12 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.ValueSource;
 
+import java.io.DataOutputStream;
 import java.io.IOException;
 import java.net.ServerSocket;
+import java.net.Socket;
+import java.net.SocketException;
+import java.net.SocketTimeoutException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -17,11 +22,15 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.logging.Handler;
+import java.util.logging.LogRecord;
+import java.util.logging.Logger;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -251,6 +260,31 @@ class RendezvousTest {
     }
 
     /**
+     * A FIFO where a peer's rendezvous file belongs, or where this rank's own file goes, is refused by its type at
+     * once, naming it, and never opened: opening a FIFO for reading blocks until a writer comes, past every timeout.
+     */
+    @Test
+    void aRendezvousFileThatIsAFifoIsRefusedAtOnce() throws Exception {
+        Path peers = Fifos.make(dir.resolve("1-hello.1"));
+        try (Rendezvous rv = new DirectoryRendezvous(dir, "job-q", 0, 2, Duration.ofSeconds(20))) {
+            long start = System.nanoTime();
+            RendezvousException e = assertThrows(RendezvousException.class,
+                    () -> rv.allGather("hello", new byte[] {1}));
+            assertTrue((System.nanoTime() - start) / 1e9 < 5, "refused, not waited for");
+            assertTrue(e.getMessage().contains(peers + ": not a regular file"), e.getMessage());
+        }
+        Path own = Fifos.make(dir.resolve("1-again.0"));
+        try (Rendezvous rv = new DirectoryRendezvous(dir, "job-q", 0, 2, Duration.ofSeconds(20))) {
+            long start = System.nanoTime();
+            RendezvousException e = assertThrows(RendezvousException.class,
+                    () -> rv.allGather("again", new byte[] {1}));
+            assertTrue((System.nanoTime() - start) / 1e9 < 5, "refused, not waited for");
+            assertTrue(e.getMessage().contains(own + " exists") && e.getMessage().contains("not a regular file"),
+                    e.getMessage());
+        }
+    }
+
+    /**
      * A connection that announces a part of 2 GiB (or sends less than it announced) is dropped by the store before it
      * allocates anything: the other rank learns that its peer left, well before the timeout.
      */
@@ -363,6 +397,161 @@ class RendezvousTest {
         var socket = TcpRendezvous.class.getDeclaredField("socket");
         socket.setAccessible(true);
         ((java.net.Socket) socket.get(rv)).close();
+    }
+
+    /** The store's log lines while it is open (the store logs through System.Logger, here java.util.logging). */
+    private static final class StoreLog extends Handler implements AutoCloseable {
+        private final Logger logger = Logger.getLogger(TcpStore.class.getName());
+        private final List<String> lines = new CopyOnWriteArrayList<>();
+
+        StoreLog() {
+            logger.addHandler(this);
+        }
+
+        @Override
+        public void publish(LogRecord r) {
+            lines.add(r.getMessage());
+        }
+
+        @Override
+        public void flush() {
+        }
+
+        @Override
+        public void close() {
+            logger.removeHandler(this);
+        }
+
+        /** The line that names the connection whose local end is {@code s}, or null. */
+        String naming(Socket s) {
+            String peer = "/127.0.0.1:" + s.getLocalPort() + ": ";
+            return lines.stream().filter(l -> l.contains(peer)).findFirst().orElse(null);
+        }
+    }
+
+    private static int freePort() throws IOException {
+        try (ServerSocket s = new ServerSocket(0)) {
+            return s.getLocalPort();
+        }
+    }
+
+    /** Whether the store closed {@code s}: its next read ends (end of stream, or a reset) within {@code within}. */
+    private static boolean closedByTheStore(Socket s, Duration within) throws IOException {
+        s.setSoTimeout((int) within.toMillis());
+        try {
+            return s.getInputStream().read() == -1;
+        } catch (SocketTimeoutException e) {
+            return false;
+        } catch (SocketException e) {
+            return true;  // reset: the store closed it with bytes unread
+        }
+    }
+
+    /** Every rank of a group of {@code world} but rank 0 joins and all exchange one round: the store still serves. */
+    private static void theRanksStillMeet(Rendezvous rank0, int port, String job, int world) throws Exception {
+        List<Future<Integer>> others = new ArrayList<>();
+        try (ExecutorService pool = Executors.newVirtualThreadPerTaskExecutor()) {
+            for (int r = 1; r < world; r++) {
+                int rank = r;
+                others.add(pool.submit(() -> {
+                    try (Rendezvous rv = TcpRendezvous.connect("127.0.0.1", port, job, rank, world,
+                            Duration.ofSeconds(30))) {
+                        return rv.allGather("after", new byte[] {(byte) rank}).size();
+                    }
+                }));
+            }
+            List<byte[]> parts = rank0.allGather("after", new byte[] {0});
+            for (int r = 0; r < world; r++) {
+                assertArrayEquals(new byte[] {(byte) r}, parts.get(r));
+            }
+            for (Future<Integer> f : others) {
+                assertEquals(world, f.get());
+            }
+        }
+    }
+
+    /**
+     * A connection that sends no hello, or stops half-way through one, is dropped once the read wait (here the 3 s
+     * rendezvous timeout, shorter than the store's 10 s) has passed, and named in the log; the ranks meet as before.
+     */
+    @Test
+    void aTcpConnectionThatStallsBeforeOrInItsHelloIsDroppedAndNamed() throws Exception {
+        int port = freePort();
+        try (StoreLog log = new StoreLog();
+             Rendezvous rank0 = TcpRendezvous.connect("127.0.0.1", port, "job-s", 0, 2, Duration.ofSeconds(3));
+             Socket silent = new Socket("127.0.0.1", port);
+             Socket half = new Socket("127.0.0.1", port)) {
+            half.getOutputStream().write(new byte[] {0, 0, 0, TcpRendezvous.HELLO, 0, 0});  // half of its length
+            half.getOutputStream().flush();
+            long start = System.nanoTime();
+            assertTrue(closedByTheStore(silent, Duration.ofSeconds(20)), "a silent connection is dropped");
+            assertTrue(closedByTheStore(half, Duration.ofSeconds(20)), "a stalled hello is dropped");
+            double s = (System.nanoTime() - start) / 1e9;
+            assertTrue(s < TcpStore.MAX_READ_WAIT.toSeconds(), "dropped after the 3 s timeout, not 10 s: " + s);
+            for (Socket c : List.of(silent, half)) {
+                String line = log.naming(c);
+                assertTrue(line != null && line.contains("it did not send its hello within PT3S"),
+                        log.lines.toString());
+            }
+            theRanksStillMeet(rank0, port, "job-s", 2);
+        }
+    }
+
+    /**
+     * A hello longer than any a rank sends (a participant header) is refused when its length arrives, not read: the
+     * connection is dropped at once (long before the read wait) and named, and the store goes on serving the ranks.
+     */
+    @Test
+    void aTcpHelloLongerThanAHeaderIsDroppedAtOnceAndNamed() throws Exception {
+        int port = freePort();
+        try (StoreLog log = new StoreLog();
+             Rendezvous rank0 = TcpRendezvous.connect("127.0.0.1", port, "job-t", 0, 2, Duration.ofSeconds(30));
+             Socket raw = new Socket("127.0.0.1", port)) {
+            DataOutputStream out = new DataOutputStream(raw.getOutputStream());
+            out.writeInt(TcpRendezvous.HELLO);
+            out.writeInt(Wire.MAX_HEADER_BYTES + 1);  // within a message's limit, past a hello's
+            out.write(new byte[1 << 16]);
+            out.flush();
+            assertTrue(closedByTheStore(raw, Duration.ofSeconds(5)), "dropped without waiting for the rest");
+            String line = log.naming(raw);
+            assertTrue(line != null && line.contains("a hello of " + (Wire.MAX_HEADER_BYTES + 1) + " bytes; a hello has"
+                    + " 0 to " + Wire.MAX_HEADER_BYTES), log.lines.toString());
+            theRanksStillMeet(rank0, port, "job-t", 2);
+        }
+    }
+
+    /**
+     * More connections waiting for their hello than the group's ranks and the spare ones: each new one drops the
+     * oldest waiting, named in the log, at once; ranks that join during the flood send their hello as they connect, so
+     * they are never the oldest, and the group meets.
+     */
+    @Test
+    void aFloodOfConnectionsWithoutAHelloCostsTheOldestOfThemNotTheRanks() throws Exception {
+        int port = freePort();
+        int world = 3;
+        int extra = 5;
+        List<Socket> flood = new ArrayList<>();
+        try (StoreLog log = new StoreLog();
+             Rendezvous rank0 = TcpRendezvous.connect("127.0.0.1", port, "job-u", 0, world, Duration.ofSeconds(30))) {
+            try {
+                for (int i = 0; i < TcpStore.maxUnauthenticated(world) + extra; i++) {
+                    flood.add(new Socket("127.0.0.1", port));
+                }
+                for (Socket s : flood.subList(0, extra)) {
+                    assertTrue(closedByTheStore(s, Duration.ofSeconds(5)), "the oldest are dropped, long before the"
+                            + " 10 s read wait");
+                    String line = log.naming(s);
+                    assertTrue(line != null && line.contains("more than " + TcpStore.maxUnauthenticated(world)
+                            + " connections were waiting for their hello"), log.lines.toString());
+                }
+                assertTrue(!closedByTheStore(flood.get(extra), Duration.ofMillis(200)), "the others still wait");
+                theRanksStillMeet(rank0, port, "job-u", world);
+            } finally {
+                for (Socket s : flood) {
+                    s.close();
+                }
+            }
+        }
     }
 
     @Test
