@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On a GPU host with nvcc, from the repository root, with kernel-lab/build carried from `kernel-lab/prepare`: the layer
-# shape at batches 1..256 for the tree's kernel, the candidate and the candidate at 4 blocks per SM (each output
+# shape at batches 1..256 for the tree's kernel and the candidate's three builds (kernel-lab/prepare; each output
 # checked bit for bit against the tree's and against fp64), the unfused peer in the same call, the candidate's SASS,
 # and Nsight Compute of it at batch 256 and 16. Results under $OUT (else /tmp/kernel-lab). Every step is bounded, so a
 # kernel that hangs cannot take the whole call.
@@ -11,7 +11,7 @@ out=${OUT:-/tmp/kernel-lab}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 nvcc -std=c++17 -O2 -I"$build/gen" -o "$build/harness" "$here/harness.cu" -lcuda || exit 1
-cubins=("$build/tree.cubin" "$build/candidate.cubin" "$build/candidate-4sm.cubin")
+cubins=("$build/tree.cubin" "$build/candidate.cubin" "$build/candidate-4sm.cubin" "$build/candidate-nopre-4sm.cubin")
 timeout -s KILL 120 "$build/harness" --batches 1,2,4,8,16 "${cubins[@]}" 2>&1 | tee "$out/harness.txt"
 timeout -s KILL 150 "$build/harness" --batches 32,64,128,256 "${cubins[@]}" 2>&1 | tee -a "$out/harness.txt"
 timeout -s KILL 150 python3 "$build/unfused_loopback.py" --csv "$out/peer.csv" 2>&1 | tee "$out/peer.txt"
