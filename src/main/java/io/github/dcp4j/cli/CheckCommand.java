@@ -211,7 +211,7 @@ final class CheckCommand implements Callable<Integer> {
                 differ += mine.loadBits(i) != expected.loadBits(i) ? 1 : 0;
             }
             double err = Fp64Oracle.relativeError(mine, Fp64Oracle.reduce(g.partialO(), g.partialLse(), rank, mode));
-            boolean ok = err <= MainJob.TOLERANCE && differ == 0;
+            boolean ok = err <= Fp64Oracle.TOLERANCE && differ == 0;
             checks.add(new Check(rank, name, ok, err, differ, mine.numel()));
             report.printf("rank %d: %-44s %s (rel err %.1e vs fp64, %d of %d elements differ from the CPU engine)%n",
                     rank, name, ok ? "ok" : "FAILED", err, differ, mine.numel());
