@@ -17,16 +17,32 @@ import java.util.stream.Stream;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assertions.fail;
 
 /**
- * The house rules that the compiler does not check, read from the main sources: no package depends on itself
- * through others (no import cycle), and JCuda's driver is called only behind the {@code cuda} facade.
+ * The house rules that the compiler does not check, read from the main sources: every package uses packages of lower
+ * layers only (so no import cycle, and nothing in the library uses the command line), no package depends on itself
+ * through others, and JCuda's driver is called only behind the {@code cuda} facade.
  */
 class ArchitectureTest {
     private static final Path MAIN = Path.of("src/main/java");
     private static final String ROOT = "io.github.dcp4j";
     /** A reference to a dcp4j class: an import or a qualified name, its package in group 1. */
     private static final Pattern REFERENCE = Pattern.compile("\\bio\\.github\\.dcp4j((?:\\.[a-z][a-z0-9]*)*)\\.[A-Z]");
+    /**
+     * The layers, lowest first, as docs/ARCHITECTURE.md draws them (packages relative to the root, "" the root
+     * itself): a package may use the packages of lower layers, none of its own layer or above. A new package must be
+     * placed here.
+     */
+    private static final List<Set<String>> LAYERS = List.of(
+            Set.of("layout"),
+            Set.of("op"),
+            Set.of("rendezvous", "cuda", "reference"),
+            Set.of("engine", "peer"),
+            Set.of("engine.cpu", "engine.cuda"),
+            Set.of("", "bench", "io"),
+            Set.of("check"),
+            Set.of("cli"));
 
     private static Map<String, Set<String>> packageGraph() throws IOException {
         Map<String, Set<String>> graph = new TreeMap<>();
@@ -63,6 +79,30 @@ class ArchitectureTest {
             }
         }
         return null;
+    }
+
+    /** The index of {@code pkg}'s layer in {@link #LAYERS}; fails for a package placed on none. */
+    private static int layer(String pkg) {
+        String relative = pkg.equals(ROOT) ? "" : pkg.substring(ROOT.length() + 1);
+        for (int i = 0; i < LAYERS.size(); i++) {
+            if (LAYERS.get(i).contains(relative)) {
+                return i;
+            }
+        }
+        return fail(pkg + " is on no layer: place it in ArchitectureTest.LAYERS and in docs/ARCHITECTURE.md");
+    }
+
+    @Test
+    void everyPackageUsesLowerLayersOnly() throws IOException {
+        List<String> upward = new ArrayList<>();
+        for (Map.Entry<String, Set<String>> uses : packageGraph().entrySet()) {
+            for (String used : uses.getValue()) {
+                if (layer(used) >= layer(uses.getKey())) {
+                    upward.add(uses.getKey() + " -> " + used);
+                }
+            }
+        }
+        assertEquals(List.of(), upward, "uses of a package on the same layer or above");
     }
 
     @Test

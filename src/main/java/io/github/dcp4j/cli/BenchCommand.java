@@ -4,6 +4,7 @@ import io.github.dcp4j.bench.BenchReport;
 import io.github.dcp4j.bench.Benchmark;
 import io.github.dcp4j.bench.CaseMatrix;
 import io.github.dcp4j.layout.Ll128;
+import io.github.dcp4j.reference.Fp64Oracle;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
@@ -191,9 +192,10 @@ final class BenchCommand implements Callable<Integer> {
                         LayerPlot.of(results, peer));
             }
             boolean accurate = results.stream().allMatch(r -> Double.isNaN(r.maxRelativeError())
-                    || r.maxRelativeError() <= MainJob.TOLERANCE);
+                    || r.maxRelativeError() <= Fp64Oracle.TOLERANCE);
             if (!accurate) {
-                err.println("FAILED: some case's output differs from the fp64 oracle by more than " + MainJob.TOLERANCE);
+                err.println("FAILED: some case's output differs from the fp64 oracle by more than "
+                        + Fp64Oracle.TOLERANCE);
                 return 1;
             }
             return 0;

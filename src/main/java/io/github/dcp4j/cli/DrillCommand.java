@@ -5,7 +5,6 @@ import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.ParameterException;
 import picocli.CommandLine.Spec;
 
-import java.time.Duration;
 import java.util.concurrent.Callable;
 
 /**
@@ -26,14 +25,8 @@ import java.util.concurrent.Callable;
             "starve: the victim runs with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (too few SMs for its blocks to be resident"
                 + " at once); every rank must complete correctly or end in a named exception within the timeout."})
 final class DrillCommand implements Callable<Integer> {
-    /** What a rank's timed-out wait may take beyond the timeout: the launch, the replay's other calls, the check. */
-    static final Duration SLACK = Duration.ofSeconds(3);
-
     @Spec
     CommandSpec spec;
-
-    /** The drills. */
-    enum Kind { kill, skip, starve }
 
     @Override
     public Integer call() {

@@ -26,6 +26,8 @@ import java.util.List;
 import java.util.Locale;
 import java.util.SplittableRandom;
 
+import static io.github.dcp4j.reference.Fp64Oracle.TOLERANCE;
+
 /**
  * The main job: the op at the DeepSeek-V2 decode shape on the best available engine, every rank checked against the
  * fp64 oracle, and a table of engine, batch, max relative error and µs per call (median).
@@ -36,8 +38,6 @@ final class MainJob {
     static final int HEAD_DIM = 512;
     static final DType DTYPE = DType.BF16;
     static final LseMode MODE = LseMode.BASE2;
-    /** Largest relative error (L2 norm, against fp64) a bf16 output may have. */
-    static final double TOLERANCE = 1e-2;
     private static final int WARMUP_CALLS = 3;
     private static final Duration TIMEOUT = Duration.ofSeconds(10);
     /** Warm-up time before timing, so that the JIT has compiled the hot paths. */

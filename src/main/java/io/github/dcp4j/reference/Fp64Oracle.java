@@ -11,6 +11,12 @@ import java.util.List;
  * measure every engine's error against.
  */
 public final class Fp64Oracle {
+    /**
+     * Largest relative error (L2 norm, against this oracle) a bf16 or fp16 output may have: the output's rounding,
+     * with room to spare. The main job, the benchmark and {@code check} hold every engine to it.
+     */
+    public static final double TOLERANCE = 1e-2;
+
     private Fp64Oracle() {
     }
 

@@ -2,6 +2,7 @@ package io.github.dcp4j.cli;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.github.dcp4j.check.Check;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -33,14 +34,14 @@ class CheckCommandTest {
 
     @Test
     void theChecksAreWrittenAsCsvWithQuotedNamesAndAsJsonByComponent() throws IOException {
-        List<CheckCommand.Check> checks = List.of(
-                new CheckCommand.Check(1, "counter wrap, call 1 of 6", true, 1.5e-3, 0, 256),
-                new CheckCommand.Check(1, "a \"quoted\" name", false, Double.NaN, 0, 0));
+        List<Check> checks = List.of(
+                new Check(1, "counter wrap, call 1 of 6", true, 1.5e-3, 0, 256),
+                new Check(1, "a \"quoted\" name", false, Double.NaN, 0, 0));
         Path csv = dir.resolve("check-1.csv");
         Path json = dir.resolve("check-1.json");
-        TableFiles.write(csv, json, CheckCommand.Check.CSV_HEADER, CheckCommand.Check::csvLine, checks);
+        TableFiles.write(csv, json, Check.CSV_HEADER, Check::csvLine, checks);
         List<String> lines = Files.readAllLines(csv);
-        assertEquals(List.of(CheckCommand.Check.CSV_HEADER,
+        assertEquals(List.of(Check.CSV_HEADER,
                 "1,\"counter wrap, call 1 of 6\",true,1.500000e-03,0,256",
                 "1,\"a \"\"quoted\"\" name\",false,NaN,0,0"), lines);
         JsonNode rows = new ObjectMapper().readTree(json.toFile());

@@ -7,6 +7,7 @@ import io.github.dcp4j.io.SafeTensors;
 import io.github.dcp4j.op.DType;
 import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.TensorView;
+import io.github.dcp4j.reference.Fp64Oracle;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -384,7 +385,7 @@ class CliTest {
         var rows = new com.fasterxml.jackson.databind.ObjectMapper().readTree(json.toFile());
         assertEquals(2, rows.size());
         assertEquals(2, rows.get(1).get("batch").asInt());
-        assertTrue(rows.get(0).get("maxRelativeError").asDouble() < MainJob.TOLERANCE, rows.toString());
+        assertTrue(rows.get(0).get("maxRelativeError").asDouble() < Fp64Oracle.TOLERANCE, rows.toString());
         assertTrue(!r.err().contains("generating inputs"), "no progress lines where stderr is no terminal: " + r.err());
         Result progress = run("--engine", "cpu", "--batches", "1", "--seconds", "0.01", "--progress");
         assertTrue(progress.err().contains("batch 1: generating inputs"), progress.err());

@@ -1,5 +1,8 @@
 package io.github.dcp4j.cli;
 
+import io.github.dcp4j.check.DrillJudge;
+import io.github.dcp4j.check.DrillOutcome;
+import io.github.dcp4j.check.FaultDrill;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -77,32 +80,32 @@ class DrillVerdictTest {
 
     @Test
     void aKillDrillPassesWhenEverySurvivorNamesTheVictimWithinTheTimeout() {
-        assertEquals(List.of(), DrillVerdict.judge(DrillCommand.Kind.kill, 3, 4, TIMEOUT, 1, false, killLog()));
+        assertEquals(List.of(), DrillJudge.judge(FaultDrill.Kind.kill, 3, 4, TIMEOUT, 1, false, killLog()));
     }
 
     @Test
     void aKillDrillFailsForAWrongSourceALateTimeoutAMissingRankOrNoKill() {
         List<String> wrongSource = killLog();
         wrongSource.set(0, wrongSource.get(0).replace("source=3", "source=1"));
-        assertTrue(String.join("\n", DrillVerdict.judge(DrillCommand.Kind.kill, 3, 4, TIMEOUT, 1, false,
+        assertTrue(String.join("\n", DrillJudge.judge(FaultDrill.Kind.kill, 3, 4, TIMEOUT, 1, false,
                 wrongSource)).contains("rank 0: named source rank 1, not 3"));
         List<String> late = killLog();
         late.set(1, late.get(1).replace("elapsed_ms=5100", "elapsed_ms=9000"));
-        assertTrue(String.join("\n", DrillVerdict.judge(DrillCommand.Kind.kill, 3, 4, TIMEOUT, 1, false, late))
+        assertTrue(String.join("\n", DrillJudge.judge(FaultDrill.Kind.kill, 3, 4, TIMEOUT, 1, false, late))
                 .contains("rank 1: took 9000 ms, more than 8000"));
         List<String> missing = killLog();
         missing.remove(2);
-        assertTrue(DrillVerdict.judge(DrillCommand.Kind.kill, 3, 4, TIMEOUT, 1, false, missing)
+        assertTrue(DrillJudge.judge(FaultDrill.Kind.kill, 3, 4, TIMEOUT, 1, false, missing)
                 .contains("rank 2 reported no outcome"));
         List<String> notKilled = killLog();
         notKilled.removeLast();
-        assertTrue(DrillVerdict.judge(DrillCommand.Kind.kill, 3, 4, TIMEOUT, 1, false, notKilled)
+        assertTrue(DrillJudge.judge(FaultDrill.Kind.kill, 3, 4, TIMEOUT, 1, false, notKilled)
                 .contains("launch did not report rank 3 killed by signal 9"));
     }
 
     @Test
     void aSkipDrillPassesOnlyWithThePoisonVisibleAndTheResetRecovering() {
-        assertEquals(List.of(), DrillVerdict.judge(DrillCommand.Kind.skip, 3, 4, TIMEOUT, 0, false, skipLog()));
+        assertEquals(List.of(), DrillJudge.judge(FaultDrill.Kind.skip, 3, 4, TIMEOUT, 0, false, skipLog()));
         for (String[] broken : new String[][] {{"poisoned=true", "poisoned=false", "not marked poisoned"},
                 {"refused=true", "refused=false", "was not refused"},
                 {"again=PeerTimeoutException", "again=completed", "did not stay set"},
@@ -110,15 +113,15 @@ class DrillVerdictTest {
                 {"recovered=true", "recovered=false", "not recovered by the reset"}}) {
             List<String> log = skipLog();
             log.set(1, log.get(1).replace(broken[0], broken[1]));
-            String reasons = String.join("\n", DrillVerdict.judge(DrillCommand.Kind.skip, 3, 4, TIMEOUT, 0, false,
+            String reasons = String.join("\n", DrillJudge.judge(FaultDrill.Kind.skip, 3, 4, TIMEOUT, 0, false,
                     log));
             assertTrue(reasons.startsWith("rank 1: ") && reasons.contains(broken[2]), broken[1] + ": " + reasons);
         }
         List<String> log = skipLog();
         log.set(3, log.get(3).replace("refused=true", "refused=false"));
-        String victim = String.join("\n", DrillVerdict.judge(DrillCommand.Kind.skip, 3, 4, TIMEOUT, 0, false, log));
+        String victim = String.join("\n", DrillJudge.judge(FaultDrill.Kind.skip, 3, 4, TIMEOUT, 0, false, log));
         assertTrue(victim.startsWith("rank 3: the next check was not refused naming the poisoned ranks"), victim);
-        assertTrue(DrillVerdict.judge(DrillCommand.Kind.skip, 3, 4, TIMEOUT, 1, false, skipLog())
+        assertTrue(DrillJudge.judge(FaultDrill.Kind.skip, 3, 4, TIMEOUT, 1, false, skipLog())
                 .contains("exit code 1, expected 0"));
     }
 
@@ -127,16 +130,16 @@ class DrillVerdictTest {
         List<String> log = List.of(
                 DrillOutcome.MARKER + " kind=starve rank=0 outcome=completed elapsed_ms=40 matched=true",
                 DrillOutcome.MARKER + " kind=starve rank=1 outcome=PeerTimeoutException source=0 elapsed_ms=5200");
-        assertEquals(List.of(), DrillVerdict.judge(DrillCommand.Kind.starve, 1, 2, TIMEOUT, 0, false, log));
+        assertEquals(List.of(), DrillJudge.judge(FaultDrill.Kind.starve, 1, 2, TIMEOUT, 0, false, log));
         List<String> wrong = List.of(
                 DrillOutcome.MARKER + " kind=starve rank=0 outcome=completed elapsed_ms=40 matched=false",
                 DrillOutcome.MARKER + " kind=starve rank=1 outcome=CudaException elapsed_ms=5200");
-        List<String> reasons = DrillVerdict.judge(DrillCommand.Kind.starve, 1, 2, TIMEOUT, 0, false, wrong);
+        List<String> reasons = DrillJudge.judge(FaultDrill.Kind.starve, 1, 2, TIMEOUT, 0, false, wrong);
         assertEquals(2, reasons.size(), reasons.toString());
         // loopback: one outcome for the launch, which may wait out one timeout per rank
         List<String> loopback = List.of(DrillOutcome.MARKER
                 + " kind=starve rank=all outcome=PeerTimeoutException source=7 elapsed_ms=30000");
-        assertEquals(List.of(), DrillVerdict.judge(DrillCommand.Kind.starve, 0, 8, TIMEOUT, 0, true, loopback));
+        assertEquals(List.of(), DrillJudge.judge(FaultDrill.Kind.starve, 0, 8, TIMEOUT, 0, true, loopback));
     }
 
     @Test

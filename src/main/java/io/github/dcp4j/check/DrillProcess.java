@@ -1,4 +1,4 @@
-package io.github.dcp4j.cli;
+package io.github.dcp4j.check;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.FunctionDescriptor;
@@ -10,7 +10,7 @@ import java.lang.invoke.MethodHandle;
 /**
  * What a fault drill does to its own process that Java has no call for, through the C library: setting a variable
  * in the process's C environment (which CUDA reads, not {@link System#getenv()}), and sending itself SIGKILL
- * ({@link ProcessHandle#destroyForcibly()} refuses the current process). Used by {@code drill rank} alone.
+ * ({@link ProcessHandle#destroyForcibly()} refuses the current process). Used by {@link FaultDrill} alone.
  */
 final class DrillProcess {
     /** Linux's SIGKILL. */
