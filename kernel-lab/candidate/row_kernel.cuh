@@ -32,6 +32,8 @@ constexpr int kRowSets = 3;                                // line sets of 4 lin
 constexpr int kRowChunkLines = kRowSets * kLinesPerGroup;  // lines of one chunk (a layer row's 9 in one)
 constexpr int kRowStages = 2;                              // the step being merged and the next
 constexpr int kWatchSlots = 2;                             // flags a lane polls at once (64 step lines of a source)
+// receive_lines: lane l watches step lines l + 32m of a source, one bit each in a 32-bit mask
+static_assert(kRowStageBytes / kLineBytes <= 32 * kWarpSize, "a lane watches at most 32 lines of a source");
 
 // One lane's part of a chunk of a row's send: the words of set k's line, {lo, hi} (in part 7 the flag replaces hi).
 struct RowChunk {
@@ -245,7 +247,7 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
                 if (waiting == 0u) {
                     break;
                 }
-                if (back_off(round, sh.deadline)) {
+                if (__any_sync(kFullMask, back_off(round, sh.deadline))) {  // the whole warp gives up, or none
                     if (lane == __ffs(waiting) - 1) {
                         const int L = lane + (__ffs(pending) - 1) * kWarpSize;
                         const int in_row = L / lines;
@@ -321,7 +323,7 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
                 if (waiting == 0u) {
                     break;
                 }
-                if (back_off(round, sh.deadline)) {
+                if (__any_sync(kFullMask, back_off(round, sh.deadline))) {  // the whole warp gives up, or none
                     if (lane == __ffs(waiting) - 1) {
                         int src;
                         int l;
