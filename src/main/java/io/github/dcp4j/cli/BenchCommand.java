@@ -3,6 +3,7 @@ package io.github.dcp4j.cli;
 import io.github.dcp4j.bench.BenchReport;
 import io.github.dcp4j.bench.Benchmark;
 import io.github.dcp4j.bench.CaseMatrix;
+import io.github.dcp4j.bench.OpenedDeployment;
 import io.github.dcp4j.layout.Ll128;
 import io.github.dcp4j.reference.Fp64Oracle;
 import picocli.CommandLine;
@@ -108,9 +109,9 @@ final class BenchCommand implements Callable<Integer> {
         if (cp < 1 || cp > Ll128.MAX_RANKS) {
             throw new ParameterException(cli, "--cp must be in [1, " + Ll128.MAX_RANKS + "]; got " + cp);
         }
-        if (!Ranks.KINDS.contains(ranks)) {
-            throw new ParameterException(cli, "--ranks must be one of " + String.join(", ", Ranks.KINDS) + "; got '"
-                    + ranks + "'");
+        if (!OpenedDeployment.KINDS.contains(ranks)) {
+            throw new ParameterException(cli, "--ranks must be one of " + String.join(", ", OpenedDeployment.KINDS)
+                    + "; got '" + ranks + "'");
         }
         List<Benchmark.Case> wanted;
         try {
@@ -139,7 +140,7 @@ final class BenchCommand implements Callable<Integer> {
             DesktopRuntime.require();
         }
         Map<Integer, Double> peer = peerCsv == null ? Map.of() : BenchReport.readPeer(peerCsv);
-        try (Ranks where = Ranks.open(ranks, cp, timeout, err);
+        try (OpenedDeployment where = OpenedDeployment.open(ranks, cp, timeout, Log.to(err));
              Benchmark bench = new Benchmark(where.deployment(), new Benchmark.Settings(samples, 10, calls, calls),
                      err)) {
             Optional<String> unsound = where.deployment().flushedCasesUnsound();

@@ -31,7 +31,7 @@ public final class Main implements Callable<Integer> {
     }
 
     @CommandLine.Mixin
-    MainJob mainJob = new MainJob();
+    MainJobCommand mainJob = new MainJobCommand();
 
     @CommandLine.Spec
     CommandLine.Model.CommandSpec spec;
