@@ -83,9 +83,9 @@ public final class TcpRendezvous implements Rendezvous {
 
     /**
      * Joins the group at {@code host:port}, every message tagged with {@code secret}. Rank 0 first starts the store
-     * there, port as given: on the loopback interface alone where {@code host} is a loopback address (a one-node group
-     * stays off the network), else on every interface (the name the other ranks resolve may differ from the one rank 0
-     * resolves); the other ranks retry their connection until it is up or the timeout passes.
+     * there, port as given: on the address {@code host} resolves to, and there alone, where that is an address of this
+     * machine (a loopback address keeps a one-node group off the network), else on every interface, which the store's
+     * log says (an address behind NAT); the other ranks retry their connection until it is up or the timeout passes.
      *
      * @param host      where rank 0 serves the store
      * @param port      its port (0 on rank 0: any free one, see {@link #storePort()})

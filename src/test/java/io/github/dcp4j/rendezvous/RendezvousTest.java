@@ -10,6 +10,10 @@ import org.junit.jupiter.params.provider.ValueSource;
 
 import java.io.DataOutputStream;
 import java.io.IOException;
+import java.net.ConnectException;
+import java.net.Inet4Address;
+import java.net.InetAddress;
+import java.net.NetworkInterface;
 import java.net.ServerSocket;
 import java.net.Socket;
 import java.net.SocketException;
@@ -21,6 +25,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.SplittableRandom;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
@@ -37,6 +42,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /** Both rendezvous implementations with ranks as threads: exchanges, bounded waits, and refused participants. */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
@@ -389,6 +395,65 @@ class RendezvousTest {
         try (Rendezvous rv = TcpRendezvous.connect("127.0.0.1", port, "job-l", SECRET, 0, 1, Duration.ofSeconds(5))) {
             assertTrue(storeOf(rv).listensOn().isLoopbackAddress(), "" + storeOf(rv).listensOn());
             assertEquals(1, rv.allGather("alone", new byte[] {7}).size());
+        }
+    }
+
+    /** An address of one of this machine's interfaces other than loopback, where it has one that is up. */
+    private static Optional<InetAddress> nonLoopbackAddressHere() throws SocketException {
+        return NetworkInterface.networkInterfaces()
+                .filter(i -> {
+                    try {
+                        return i.isUp() && !i.isLoopback();
+                    } catch (SocketException e) {
+                        return false;
+                    }
+                })
+                .flatMap(NetworkInterface::inetAddresses)
+                .filter(a -> a instanceof Inet4Address)
+                .findFirst();
+    }
+
+    /**
+     * A group told to meet at an address of one of this machine's interfaces other than loopback serves the store on
+     * that address alone: not on loopback, not on the other interfaces.
+     */
+    @Test
+    void aStoreToldAnAddressOfThisMachineListensThereAlone() throws Exception {
+        Optional<InetAddress> here = nonLoopbackAddressHere();
+        assumeTrue(here.isPresent(), "this machine has no interface but loopback");
+        int port = freePort();
+        try (Rendezvous rv = TcpRendezvous.connect(here.get().getHostAddress(), port, "job-n", SECRET, 0, 1,
+                Duration.ofSeconds(5))) {
+            assertEquals(here.get(), storeOf(rv).listensOn());
+            assertThrows(ConnectException.class, () -> new Socket("127.0.0.1", port).close(),
+                    "nothing listens on loopback");
+            assertEquals(1, rv.allGather("alone", new byte[] {7}).size());
+        }
+    }
+
+    /**
+     * An address that is none of this machine's (an address behind NAT, here one of the ranges kept for documentation)
+     * or the wildcard address: the store listens on every interface and says so in its log, with the reason.
+     */
+    @ParameterizedTest(name = "{0}")
+    @CsvSource({"198.51.100.7, it is no address of this machine's network interfaces", "0.0.0.0, it is the wildcard"
+            + " address"})
+    void aStoreToldAnAddressOfNoInterfaceHereListensOnEveryInterfaceAndSaysWhy(String host, String why)
+            throws Exception {
+        assumeTrue(NetworkInterface.getByInetAddress(InetAddress.getByName(host)) == null,
+                host + " is an address of this machine");
+        try (StoreLog log = new StoreLog()) {
+            TcpStore store = TcpStore.start(host, 0, Participant.self("job-a", SECRET, 0, 1), SECRET,
+                    Duration.ofSeconds(5));
+            try {
+                assertTrue(store.listensOn().isAnyLocalAddress(), "" + store.listensOn());
+                List<String> lines = log.lines.stream().filter(l -> l.contains("every interface")).toList();
+                assertEquals(1, lines.size(), log.lines.toString());
+                assertTrue(lines.getFirst().startsWith("TCP rendezvous store: listening on port " + store.port()
+                        + " of every interface, not on " + host + " (" + host + ") alone: " + why), lines.getFirst());
+            } finally {
+                store.close(Duration.ZERO);
+            }
         }
     }
 
