@@ -147,8 +147,9 @@ public final class Engines {
 
     /**
      * This process as one rank of a group started by {@code dcp4j launch} or torchrun (collective): the rendezvous
-     * from RANK, WORLD_SIZE and MASTER_ADDR / MASTER_PORT (or DCP4J_RENDEZVOUS_DIR), the GPU from LOCAL_RANK, CUDA
-     * IPC workspaces sized by {@code spec}, and the engine on them; closing the engine closes the rest.
+     * from RANK, WORLD_SIZE, DCP4J_JOB_SECRET and MASTER_ADDR / MASTER_PORT (or DCP4J_RENDEZVOUS_DIR), the GPU from
+     * LOCAL_RANK, CUDA IPC workspaces sized by {@code spec}, and the engine on them; closing the engine closes the
+     * rest.
      * {@code log} gets one line naming the rank, its GPU and the rendezvous.
      *
      * @param spec    the workspaces' size, the same on every rank
@@ -157,7 +158,8 @@ public final class Engines {
      * @return this rank's engine; closing it closes the workspaces, the GPU and the rendezvous
      * @throws IllegalStateException where no GPU can be used (with the reason)
      * @throws IllegalArgumentException where the group cannot carry LL128 (ranks on two nodes, GPUs not joined by
-     *         NVLink) or the launcher's variables are missing or inconsistent (naming them)
+     *         NVLink) or the launcher's variables are missing or inconsistent (naming them); an
+     *         {@link io.github.dcp4j.rendezvous.EnvironmentException} where DCP4J_JOB_SECRET is not set or too short
      */
     public static CudaRankEngine openRank(WorkspaceSpec spec, Duration timeout, Consumer<String> log) {
         return RankSetup.openRank(spec, timeout, log);

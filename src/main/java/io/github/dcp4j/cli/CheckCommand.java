@@ -21,7 +21,8 @@ import java.util.concurrent.Callable;
 @Command(name = "check", mixinStandardHelpOptions = true,
         description = {
             "Runs the conformance cases as one rank of a multi-process group (start it with `dcp4j launch --nproc N"
-                + " -- check`, or under torchrun / a scheduler with RANK, WORLD_SIZE and a rendezvous set): CUDA IPC"
+                + " -- check`, or under torchrun / a scheduler with RANK, WORLD_SIZE, DCP4J_JOB_SECRET and a"
+                + " rendezvous set): CUDA IPC"
                 + " workspaces, cp = the group's size, and this rank's output of every call checked against the CPU"
                 + " engine and the fp64 oracle on the same inputs (every rank generates the whole group's inputs from"
                 + " the seed).",
@@ -78,7 +79,7 @@ final class CheckCommand implements Callable<Integer> {
         Injection fault = parseInject();
         if (!RankSetup.inEnvironment()) {
             throw new IllegalArgumentException("check runs as one rank of a group: start it with `dcp4j launch --nproc"
-                    + " N -- check`, or set RANK, WORLD_SIZE and a rendezvous (docs/DEPLOYMENT.md)");
+                    + " N -- check`, or set RANK, WORLD_SIZE, DCP4J_JOB_SECRET and a rendezvous (docs/DEPLOYMENT.md)");
         }
         // the options that depend on the group are checked against the launcher's numbers, before any rank joins
         LauncherEnvironment launch = LauncherEnvironment.of(System.getenv());

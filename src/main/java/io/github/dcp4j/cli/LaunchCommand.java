@@ -3,6 +3,7 @@ package io.github.dcp4j.cli;
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.github.dcp4j.layout.Ll128;
+import io.github.dcp4j.rendezvous.JobSecret;
 import io.github.dcp4j.rendezvous.Rendezvous;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -41,7 +42,8 @@ import java.util.stream.Stream;
 @Command(name = "launch", mixinStandardHelpOptions = true,
         description = {
             "Starts N child JVMs, one rank each, running `dcp4j <subcommand ...>` with the rendezvous wired (RANK,"
-                + " WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT as torchrun sets them; rank r"
+                + " WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT as torchrun sets them, and a"
+                + " fresh random DCP4J_JOB_SECRET for this launch; rank r"
                 + " uses GPU LOCAL_RANK mod the GPU count). Their output is streamed with a [rank r] prefix.",
             "Fails fast: when a rank exits with an error or dies, the other ranks are stopped and launch exits with 1"
                 + " (--keep-going waits for every rank instead); when launch itself dies (even by SIGKILL), every rank"
@@ -183,7 +185,7 @@ final class LaunchCommand implements Callable<Integer> {
         env.put(Rendezvous.WORLD_SIZE, "" + nproc);
         env.put(Rendezvous.LOCAL_WORLD_SIZE, "" + nproc);
         env.put(Rendezvous.DCP4J_JOB_ID, job);
-        env.put(Rendezvous.DCP4J_JOB_SECRET, Rendezvous.newJobSecret());
+        env.put(Rendezvous.DCP4J_JOB_SECRET, JobSecret.generate());
         if (rendezvous.equals("dir")) {
             Path dir = Files.createDirectory(scratch.resolve("rendezvous"));
             env.put(Rendezvous.DCP4J_RENDEZVOUS_DIR, dir.toString());

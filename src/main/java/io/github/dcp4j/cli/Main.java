@@ -1,5 +1,6 @@
 package io.github.dcp4j.cli;
 
+import io.github.dcp4j.rendezvous.EnvironmentException;
 import picocli.AutoComplete;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -62,7 +63,7 @@ public final class Main implements Callable<Integer> {
      * @param args the command line
      * @param out  where the output goes
      * @param err  where errors and progress go
-     * @return 0 ok, 1 failure, 2 usage error
+     * @return 0 ok, 1 failure, 2 usage error (an option, or an environment variable that a rank needs)
      */
     public static int run(String[] args, PrintWriter out, PrintWriter err) {
         CommandLine cli = new CommandLine(new Main());
@@ -75,7 +76,8 @@ public final class Main implements Callable<Integer> {
                     || e instanceof IOException || e instanceof UncheckedIOException)) {
                 e.printStackTrace(commandLine.getErr());
             }
-            return 1;
+            // a variable a rank needs (its message names it and how to set it) is the caller's to fix, as an option is
+            return e instanceof EnvironmentException ? CommandLine.ExitCode.USAGE : 1;
         });
         return cli.execute(args);
     }

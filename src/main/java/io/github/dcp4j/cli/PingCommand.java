@@ -38,7 +38,7 @@ final class PingCommand implements Callable<Integer> {
         PrintWriter out = spec.commandLine().getOut();
         if (!Rendezvous.inEnvironment(System.getenv())) {
             throw new IllegalArgumentException("ping runs as one rank of a group: start it with `dcp4j launch --nproc"
-                    + " N -- ping`, or set RANK, WORLD_SIZE and a rendezvous (docs/DEPLOYMENT.md)");
+                    + " N -- ping`, or set RANK, WORLD_SIZE, DCP4J_JOB_SECRET and a rendezvous (docs/DEPLOYMENT.md)");
         }
         try (Rendezvous r = Rendezvous.fromEnvironment(System.getenv(), timeout)) {
             long pid = ProcessHandle.current().pid();

@@ -54,20 +54,17 @@ public final class DirectoryRendezvous implements Rendezvous {
     private Path lastOwnFile;
 
     /**
-     * A rank of a group meeting in {@code dir}, without a job secret.
+     * A rank of a group meeting in {@code dir}, every file tagged with {@code secret}.
      *
      * @param dir       the shared directory
      * @param job       the job's id: files of other jobs are refused
+     * @param secret    the run's secret, the same on every rank: files of other runs, or not tagged under it, are
+     *                  refused
      * @param rank      this rank
      * @param worldSize the ranks in the group
      * @param timeout   how long one exchange waits for every rank
      */
-    public DirectoryRendezvous(Path dir, String job, int rank, int worldSize, Duration timeout) {
-        this(dir, job, JobSecret.NONE, rank, worldSize, timeout);
-    }
-
-    /** As {@link #DirectoryRendezvous(Path, String, int, int, Duration)}, every file tagged with {@code secret}. */
-    DirectoryRendezvous(Path dir, String job, JobSecret secret, int rank, int worldSize, Duration timeout) {
+    public DirectoryRendezvous(Path dir, String job, JobSecret secret, int rank, int worldSize, Duration timeout) {
         Objects.requireNonNull(dir, "dir");
         Objects.requireNonNull(job, "job");
         Objects.requireNonNull(secret, "secret");

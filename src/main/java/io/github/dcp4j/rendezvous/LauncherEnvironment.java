@@ -109,6 +109,24 @@ public record LauncherEnvironment(String launcher, int rank, int worldSize, int 
                 + " (OMPI_COMM_WORLD_RANK, PMI_RANK) or srun (SLURM_PROCID in a step, SLURM_STEP_ID)");
     }
 
+    /**
+     * Where {@code variable}, exported in the shell, reaches every rank that this launcher starts: the words that
+     * follow "export it before" in a message asking the user to set it.
+     */
+    String exportedBefore(String variable) {
+        if (launcher.equals(OPEN_MPI.prefix())) {
+            return "mpirun, and pass it on with `mpirun -x " + variable + " ...` (ranks on other nodes get only"
+                    + " the variables -x names)";
+        }
+        if (launcher.equals(PMI.prefix())) {
+            return "mpiexec or srun (each passes its environment on to every rank)";
+        }
+        if (launcher.equals(SLURM.prefix())) {
+            return "srun, or in the batch script (srun passes its environment on to every task)";
+        }
+        return "torchrun (its workers inherit it), or set the same value in every rank's environment";
+    }
+
     private static LauncherEnvironment of(Map<String, String> env, Names n) {
         int rank = integer(env, n.rank());
         int world = integer(env, n.size());

@@ -14,7 +14,7 @@ import java.io.IOException;
  *
  * <pre>
  * participant  magic u64 | job UTF | run UTF | world size i32 | rank i32 | pid i64
- * message      participant | key UTF | [part: length i32, bytes] | tag: length i32, bytes (32, or 0 without a secret)
+ * message      participant | key UTF | [part: length i32, bytes] | tag: length i32, bytes (32)
  * </pre>
  */
 record Participant(String job, String run, int worldSize, int rank, long pid) {
@@ -94,10 +94,9 @@ record Participant(String job, String run, int worldSize, int rank, long pid) {
                     + " participant)";
         }
         if (!other.run.equals(run)) {
-            return who + " belongs to " + (other.run.isEmpty() ? "a run without a secret" : "run " + other.run)
-                    + " of this job, this is " + (run.isEmpty() ? "a run without a secret" : "run " + run)
-                    + " (a leftover of an earlier run, or a participant without this run's "
-                    + Rendezvous.DCP4J_JOB_SECRET + ")";
+            return who + " belongs to " + (other.run.isEmpty() ? "no run (it was sent without a secret)"
+                    : "run " + other.run) + " of this job, this is run " + run + " (a leftover of an earlier run, or a"
+                    + " participant without this run's " + Rendezvous.DCP4J_JOB_SECRET + ")";
         }
         if (!message.authentic()) {
             return who + " sent a message whose tag does not verify under this run's " + Rendezvous.DCP4J_JOB_SECRET

@@ -69,8 +69,9 @@ public interface Rendezvous extends AutoCloseable {
     /** Identifies one job, so that a participant of another job (or a stale file) is refused. */
     String DCP4J_JOB_ID = "DCP4J_JOB_ID";
     /**
-     * The secret every rendezvous message of one run is tagged with (at least 16 characters; {@code dcp4j launch}
-     * sets a fresh one per launch): without it anyone who can reach the store or write the directory can join.
+     * The secret every rendezvous message of one run is tagged with, required of every rank ({@link JobSecret}: at
+     * least {@value JobSecret#MIN_CHARS} characters, the same on every rank; {@code dcp4j launch} sets a fresh one per
+     * launch).
      */
     String DCP4J_JOB_SECRET = "DCP4J_JOB_SECRET";
     /** torchrun's run id, used as the job id when DCP4J_JOB_ID is not set. */
@@ -88,20 +89,21 @@ public interface Rendezvous extends AutoCloseable {
      * {@code DCP4J_MASTER_PORT} is set), else a TCP store that rank 0 serves at {@code MASTER_ADDR} (under
      * SLURM by default the first host of the step) and {@code DCP4J_MASTER_PORT}, else {@code MASTER_PORT}, else
      * under SLURM {@link #slurmPort}. The job id is {@code DCP4J_JOB_ID}, else {@code TORCHELASTIC_RUN_ID}, else
-     * the launcher's ({@code SLURM_JOB_ID}), else "default"; every message is tagged with {@code DCP4J_JOB_SECRET}
-     * where it is set.
+     * the launcher's ({@code SLURM_JOB_ID}), else "default"; every message is tagged with {@code DCP4J_JOB_SECRET},
+     * which is read first: a rank without one refuses before it opens anything.
      *
      * @param env     the process environment
      * @param timeout how long one exchange waits for every rank
      * @return this rank's rendezvous, joined
+     * @throws EnvironmentException where {@code DCP4J_JOB_SECRET} is not set or too short
      */
     static Rendezvous fromEnvironment(Map<String, String> env, Duration timeout) {
         LauncherEnvironment launch = LauncherEnvironment.of(env);
+        JobSecret secret = JobSecret.fromEnvironment(env, launch);
         String job = Optional.ofNullable(env.get(DCP4J_JOB_ID))
                 .or(() -> Optional.ofNullable(env.get(TORCHELASTIC_RUN_ID)))
                 .or(launch::jobId)
                 .orElse("default");
-        JobSecret secret = JobSecret.of(env.get(DCP4J_JOB_SECRET));
         String dir = env.get(DCP4J_RENDEZVOUS_DIR);
         if (dir != null && !dir.isEmpty()) {
             return new DirectoryRendezvous(Path.of(dir), job, secret, launch.rank(), launch.worldSize(), timeout);
@@ -145,11 +147,6 @@ public interface Rendezvous extends AutoCloseable {
         String digits = jobId.replaceAll("[^0-9]", "");
         int last = digits.isEmpty() ? 0 : Integer.parseInt(digits.substring(Math.max(0, digits.length() - 4)));
         return Integer.toString(20000 + last);
-    }
-
-    /** {@return a fresh random secret for one run of a job, to give every rank as {@code DCP4J_JOB_SECRET}} */
-    static String newJobSecret() {
-        return JobSecret.generate();
     }
 
     /**

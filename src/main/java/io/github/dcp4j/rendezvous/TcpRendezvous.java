@@ -82,27 +82,23 @@ public final class TcpRendezvous implements Rendezvous {
     }
 
     /**
-     * Joins the group at {@code host:port}. Rank 0 first starts the store there, port as given: on the loopback
-     * interface alone where {@code host} is a loopback address (a one-node group stays off the network), else on every
-     * interface (the name the other ranks resolve may differ from the one rank 0 resolves); the other ranks retry
-     * their connection until it is up or the timeout passes.
+     * Joins the group at {@code host:port}, every message tagged with {@code secret}. Rank 0 first starts the store
+     * there, port as given: on the address {@code host} resolves to, and there alone, where that is an address of this
+     * machine (a loopback address keeps a one-node group off the network), else on every interface, which the store's
+     * log says (an address behind NAT); the other ranks retry their connection until it is up or the timeout passes.
      *
      * @param host      where rank 0 serves the store
      * @param port      its port (0 on rank 0: any free one, see {@link #storePort()})
      * @param job       the job's id: other jobs' ranks are refused
+     * @param secret    the run's secret, the same on every rank: participants of other runs, or without it, are
+     *                  refused
      * @param rank      this rank
      * @param worldSize the ranks in the group
      * @param timeout   how long one exchange waits for every rank
      * @return this rank, joined
      */
-    public static TcpRendezvous connect(String host, int port, String job, int rank, int worldSize,
+    public static TcpRendezvous connect(String host, int port, String job, JobSecret secret, int rank, int worldSize,
                                         Duration timeout) {
-        return connect(host, port, job, JobSecret.NONE, rank, worldSize, timeout);
-    }
-
-    /** As {@link #connect(String, int, String, int, int, Duration)}, every hello tagged with {@code secret}. */
-    static TcpRendezvous connect(String host, int port, String job, JobSecret secret, int rank, int worldSize,
-                                 Duration timeout) {
         Objects.requireNonNull(host, "host");
         Objects.requireNonNull(job, "job");
         Objects.requireNonNull(secret, "secret");

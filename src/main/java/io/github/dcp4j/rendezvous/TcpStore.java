@@ -11,8 +11,10 @@ import java.io.UncheckedIOException;
 import java.net.BindException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
+import java.net.NetworkInterface;
 import java.net.ServerSocket;
 import java.net.Socket;
+import java.net.SocketException;
 import java.net.SocketTimeoutException;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -100,16 +102,26 @@ final class TcpStore {
     }
 
     /**
-     * Serves {@code port} on {@code host}'s interface where it is a loopback address, else on every interface; a
-     * connection's reads wait at most {@code timeout} or {@link #MAX_READ_WAIT}, the shorter.
+     * Serves {@code port} on the address {@code host} resolves to (the one the ranks connect to) where it is an address
+     * of this machine, a loopback address included, so that the store is reachable only where the ranks were told to
+     * meet; else on every interface, logged once with the reason: an address behind NAT is no address of this machine,
+     * and the connections to it arrive at one of its own. A connection's reads wait at most {@code timeout} or
+     * {@link #MAX_READ_WAIT}, the shorter.
      */
     static TcpStore start(String host, int port, Participant owner, JobSecret secret, Duration timeout) {
         try {
             InetAddress address = InetAddress.getByName(host);
+            String everyInterface = null;  // why the store cannot listen on the address alone, where it cannot
+            if (address.isAnyLocalAddress()) {
+                everyInterface = "it is the wildcard address";
+            } else if (!isOwn(address)) {
+                everyInterface = "it is no address of this machine's network interfaces (an address behind NAT, for"
+                        + " one)";
+            }
             ServerSocket s = new ServerSocket();
             s.setReuseAddress(true);
             try {
-                s.bind(address.isLoopbackAddress() ? new InetSocketAddress(address, port) : new InetSocketAddress(port),
+                s.bind(everyInterface == null ? new InetSocketAddress(address, port) : new InetSocketAddress(port),
                         maxUnauthenticated(owner.worldSize()));
             } catch (BindException e) {
                 s.close();
@@ -117,10 +129,24 @@ final class TcpStore {
                         + e.getMessage() + " (under torchrun the agent holds MASTER_PORT: set "
                         + Rendezvous.DCP4J_MASTER_PORT + " to a free port)", e);
             }
+            if (everyInterface != null) {
+                LOG.log(System.Logger.Level.INFO, "TCP rendezvous store: listening on port " + s.getLocalPort()
+                        + " of every interface, not on " + host + " (" + address.getHostAddress() + ") alone: "
+                        + everyInterface);
+            }
             return new TcpStore(s, owner, secret, timeout.compareTo(MAX_READ_WAIT) < 0 ? timeout : MAX_READ_WAIT);
         } catch (IOException e) {
-            throw new UncheckedIOException("cannot open the TCP rendezvous store on port " + port, e);
+            throw new UncheckedIOException("cannot open the TCP rendezvous store at " + host + ":" + port + ": " + e,
+                    e);
         }
+    }
+
+    /**
+     * Whether this machine can listen on {@code address} alone: a loopback address (all of 127/8 is local, not only the
+     * one the loopback interface lists) or one of its interfaces' addresses.
+     */
+    private static boolean isOwn(InetAddress address) throws SocketException {
+        return address.isLoopbackAddress() || NetworkInterface.getByInetAddress(address) != null;
     }
 
     int port() {

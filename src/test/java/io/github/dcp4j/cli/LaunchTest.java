@@ -3,24 +3,31 @@ package io.github.dcp4j.cli;
 import io.github.dcp4j.LineWatcher;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.io.PrintWriter;
 import java.io.StringWriter;
+import java.net.InetAddress;
+import java.net.ServerSocket;
+import java.net.SocketTimeoutException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import java.util.stream.Stream;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /** {@code dcp4j launch} with real child JVMs, without a GPU: the rendezvous through {@code ping}, and fail-fast. */
@@ -219,6 +226,60 @@ class LaunchTest {
         assertEquals(2, p.waitFor(), output);
         assertTrue(output.contains("DCP4J_LAUNCHER_PID must be the launcher's process id"), output);
         assertFalse(output.contains("\tat "), "no stack trace: " + output);
+    }
+
+    /**
+     * {@code dcp4j ARGS} in a JVM of its own whose environment has none of a launcher's or dcp4j's variables but
+     * {@code env}: its exit code and its output (stdout and stderr together).
+     */
+    private static Run rankProcess(Map<String, String> env, String... args) throws Exception {
+        List<String> command = new ArrayList<>(List.of(LaunchCommand.javaExecutable(),
+                "--enable-native-access=ALL-UNNAMED", "-cp", LaunchCommand.classPath(), Main.class.getName()));
+        command.addAll(List.of(args));
+        ProcessBuilder pb = new ProcessBuilder(command).redirectErrorStream(true);
+        pb.environment().keySet().removeIf(k -> Stream.of("DCP4J_", "RANK", "WORLD_SIZE", "LOCAL_", "MASTER_",
+                "OMPI_", "PMI_", "SLURM_", "TORCHELASTIC_").anyMatch(k::startsWith));
+        pb.environment().putAll(env);
+        Process p = pb.start();
+        String output = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        return new Run(p.waitFor(), output, output);
+    }
+
+    /**
+     * A rank whose environment has no DCP4J_JOB_SECRET, an empty one or one too short: a usage error (exit code 2)
+     * naming the variable, why a rank needs it and how to set it under its launcher, before the rank connects to the
+     * store, writes the directory or looks for a GPU; no stack trace.
+     */
+    @Test
+    void aRankWithoutASecretOrWithAShortOneIsAUsageErrorNamingTheVariable(@TempDir Path dir) throws Exception {
+        try (ServerSocket store = new ServerSocket(0, 50, InetAddress.getLoopbackAddress())) {
+            String port = "" + store.getLocalPort();
+            Run torchrun = rankProcess(Map.of("RANK", "1", "WORLD_SIZE", "2", "MASTER_ADDR", "127.0.0.1",
+                    "MASTER_PORT", port), "ping");
+            Run mpirun = rankProcess(Map.of("OMPI_COMM_WORLD_RANK", "1", "OMPI_COMM_WORLD_SIZE", "2", "MASTER_ADDR",
+                    "127.0.0.1", "MASTER_PORT", port, "DCP4J_JOB_SECRET", "short secret"), "check");
+            Run srun = rankProcess(Map.of("SLURM_PROCID", "1", "SLURM_NTASKS", "2", "SLURM_STEP_ID", "0",
+                    "DCP4J_RENDEZVOUS_DIR", dir.toString(), "DCP4J_JOB_SECRET", ""), "ping");
+            for (String[] c : new String[][] {
+                {torchrun.out(), "dcp4j ping: error: DCP4J_JOB_SECRET is not set: rank 1 joins no group without it",
+                    "before torchrun (its workers inherit it)"},
+                {mpirun.out(), "dcp4j check: error: DCP4J_JOB_SECRET has 12 characters, fewer than the 32 a secret"
+                    + " needs: rank 1 joins no group without it", "before mpirun, and pass it on with `mpirun -x"
+                    + " DCP4J_JOB_SECRET ...`"},
+                {srun.out(), "dcp4j ping: error: DCP4J_JOB_SECRET is empty: rank 1 joins no group without it",
+                    "before srun, or in the batch script"}}) {
+                assertTrue(c[0].contains(c[1]) && c[0].contains("export DCP4J_JOB_SECRET=$(head -c 32 /dev/urandom |"
+                        + " od -An -tx1 | tr -d ' \\n') " + c[2]) && c[0].contains("`dcp4j launch` makes a fresh one"
+                        + " itself"), c[0]);
+                assertFalse(c[0].contains("\tat ") || c[0].contains("needs a GPU"), "no stack trace, no GPU: " + c[0]);
+            }
+            assertEquals(List.of(2, 2, 2), List.of(torchrun.code(), mpirun.code(), srun.code()), "usage errors");
+            store.setSoTimeout(200);
+            assertThrows(SocketTimeoutException.class, store::accept, "no rank connected to the store");
+            try (Stream<Path> files = Files.list(dir)) {
+                assertEquals(0, files.count(), "no rank wrote the rendezvous directory");
+            }
+        }
     }
 
     @Test

@@ -1,6 +1,7 @@
 package io.github.dcp4j.peer;
 
 import io.github.dcp4j.rendezvous.DirectoryRendezvous;
+import io.github.dcp4j.rendezvous.JobSecret;
 import io.github.dcp4j.rendezvous.Rendezvous;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -61,13 +62,15 @@ class GroupCheckTest {
     @Test
     void everyRankRefusesTheCallOfOneMismatchedRank(@TempDir Path dir) throws Exception {
         int world = 3;
+        JobSecret secret = JobSecret.of(JobSecret.generate());
         ExecutorService pool = Executors.newFixedThreadPool(world);
         try {
             List<Future<String>> verdicts = new ArrayList<>();
             for (int r = 0; r < world; r++) {
                 int rank = r;
                 verdicts.add(pool.submit(() -> {
-                    try (Rendezvous rv = new DirectoryRendezvous(dir, "check", rank, world, Duration.ofSeconds(10))) {
+                    try (Rendezvous rv = new DirectoryRendezvous(dir, "check", secret, rank, world,
+                            Duration.ofSeconds(10))) {
                         GroupCheck.agree(rv, "call-check", "the call", call(rank == 1 ? 8 : 16, 512));
                         return null;
                     } catch (GroupCheck.MismatchException e) {

@@ -15,6 +15,7 @@ import io.github.dcp4j.op.TensorView;
 import io.github.dcp4j.op.WorkspaceSpec;
 import io.github.dcp4j.reference.Fp64Oracle;
 import io.github.dcp4j.rendezvous.DirectoryRendezvous;
+import io.github.dcp4j.rendezvous.JobSecret;
 import io.github.dcp4j.rendezvous.Rendezvous;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Tag;
@@ -158,6 +159,7 @@ class MultiProcessGpuTest {
         requireGpus(1);
         int cp = 3;
         long offset = 256;
+        JobSecret secret = JobSecret.of(JobSecret.generate());
         WorkspaceSpec spec = new WorkspaceSpec(2, 4, cp, 256, DType.BF16);
         List<CudaDevice> devices = new ArrayList<>();
         List<DeviceBuffer> buffers = new ArrayList<>();
@@ -176,7 +178,7 @@ class MultiProcessGpuTest {
             for (int r = 0; r < cp; r++) {
                 int rank = r;
                 done.add(ranks.submit(() -> {
-                    try (Rendezvous rv = new DirectoryRendezvous(dir, "external-test", rank, cp,
+                    try (Rendezvous rv = new DirectoryRendezvous(dir, "external-test", secret, rank, cp,
                             Duration.ofSeconds(30));
                          CudaRankEngine engine = CudaRankEngine.open(new ExternalWorkspaces(devices.get(rank), rank,
                                  bases, offset, spec.bytes()), rv, Duration.ofSeconds(10), cp)) {
@@ -215,6 +217,7 @@ class MultiProcessGpuTest {
         requireGpus(1);
         int cp = 4;
         int failing = 2;
+        JobSecret secret = JobSecret.of(JobSecret.generate());
         WorkspaceSpec spec = new WorkspaceSpec(2, 4, cp, 256, DType.BF16);
         List<CudaDevice> devices = new ArrayList<>();
         List<DeviceBuffer> buffers = new ArrayList<>();
@@ -238,7 +241,8 @@ class MultiProcessGpuTest {
             for (int r = 0; r < cp; r++) {
                 int rank = r;
                 done.add(ranks.submit(() -> {
-                    try (Rendezvous rv = new DirectoryRendezvous(dir, "poison-test", rank, cp, Duration.ofSeconds(60));
+                    try (Rendezvous rv = new DirectoryRendezvous(dir, "poison-test", secret, rank, cp,
+                            Duration.ofSeconds(60));
                          CudaRankEngine engine = CudaRankEngine.open(new ExternalWorkspaces(devices.get(rank), rank,
                                  bases, 0, spec.bytes()), rv, Duration.ofSeconds(2), cp)) {
                         TensorView o = g.partialO().get(rank);

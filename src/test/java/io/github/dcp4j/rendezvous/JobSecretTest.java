@@ -4,10 +4,17 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 import org.junit.jupiter.params.provider.ValueSource;
 
+import java.io.ByteArrayOutputStream;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
 import java.io.IOException;
+import java.net.InetAddress;
 import java.net.ServerSocket;
+import java.net.Socket;
+import java.net.SocketTimeoutException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
@@ -16,6 +23,7 @@ import java.nio.file.attribute.PosixFilePermissions;
 import java.nio.file.attribute.UserPrincipal;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ExecutorService;
@@ -31,9 +39,10 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
- * The run's secret on both rendezvous: a participant with another secret, without one, or a leftover of an earlier
- * run is refused by name; a forged file is refused; rank files are created owner-only, never through a link, and
- * files of another user are not read. No GPU.
+ * The run's secret on every rendezvous: a rank without one, or with one too short, refuses before it opens anything; a
+ * participant with another secret, a message without a tag, or a leftover of an earlier run is refused by name; a
+ * forged file is refused; rank files are created owner-only, never through a link, and files of another user are not
+ * read. No GPU.
  */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class JobSecretTest {
@@ -93,13 +102,78 @@ class JobSecretTest {
 
     @ParameterizedTest(name = "{0}")
     @ValueSource(strings = {"dir", "tcp"})
-    void aRankWithAnotherSecretOrNoneIsRefusedNamingTheSecret(String kind) throws Exception {
-        for (String secret1 : new String[] {OTHER, null}) {
-            List<Exception> e = pair(kind, secret1);
-            // the store (rank 0) refuses rank 1's hello and rank 1 is told; in a directory rank 0 reads rank 1's file
-            String refused = e.get(kind.equals("dir") ? 0 : 1).getMessage();
-            assertTrue(refused.contains(Rendezvous.DCP4J_JOB_SECRET) && refused.contains("rank 1"), refused);
+    void aRankWithAnotherSecretIsRefusedNamingTheSecret(String kind) throws Exception {
+        List<Exception> e = pair(kind, OTHER);
+        // the store (rank 0) refuses rank 1's hello and rank 1 is told; in a directory rank 0 reads rank 1's file
+        String refused = e.get(kind.equals("dir") ? 0 : 1).getMessage();
+        assertTrue(refused.contains(Rendezvous.DCP4J_JOB_SECRET) && refused.contains("rank 1"), refused);
+    }
+
+    /** A message as a participant without a secret would write it: no run id, no tag. */
+    private static byte[] untagged(String key, byte[] part) throws IOException {
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        DataOutputStream out = new DataOutputStream(bytes);
+        out.writeLong(Participant.MAGIC);
+        out.writeUTF("job");
+        out.writeUTF("");
+        out.writeInt(2);
+        out.writeInt(1);
+        out.writeLong(4242);
+        out.writeUTF(key);
+        if (part != null) {
+            Wire.writePart(out, part);
         }
+        Wire.writePart(out, new byte[0]);
+        out.flush();
+        return bytes.toByteArray();
+    }
+
+    /**
+     * Rank 1's message for {@code key} as it reaches rank 0 (a hello to its store, or a file in the directory), and
+     * rank 0's refusal of it.
+     */
+    private String refusalOf(String kind, String key, byte[] message) throws Exception {
+        if (kind.equals("dir")) {
+            Files.write(dir.resolve(key + ".1"), message);
+            try (Rendezvous rank0 = open("dir", 0, SECRET, 0, 2, Duration.ofSeconds(2))) {
+                return assertThrows(RendezvousException.class, () -> rank0.allGather("x", new byte[] {0}))
+                        .getMessage();
+            }
+        }
+        int port = freePort();
+        try (Rendezvous rank0 = open("tcp", port, SECRET, 0, 2, Duration.ofSeconds(2));
+             Socket raw = new Socket("127.0.0.1", port)) {
+            DataOutputStream out = new DataOutputStream(raw.getOutputStream());
+            out.writeInt(TcpRendezvous.HELLO);
+            Wire.writeMessage(out, message);
+            out.flush();
+            DataInputStream in = new DataInputStream(raw.getInputStream());
+            assertEquals(TcpRendezvous.ERROR, in.readInt(), "the store refuses the hello");
+            return in.readUTF();
+        }
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"dir", "tcp"})
+    void aMessageWithoutATagIsRefusedNamingTheSecret(String kind) throws Exception {
+        String key = kind.equals("dir") ? "1-x" : TcpRendezvous.HELLO_KEY;
+        String refused = refusalOf(kind, key, untagged(key, kind.equals("dir") ? new byte[] {1} : null));
+        assertTrue(refused.contains("rank 1 (pid 4242)") && refused.contains("sent without a secret")
+                && refused.contains(Rendezvous.DCP4J_JOB_SECRET), refused);
+    }
+
+    /**
+     * Two runs of one job never accept each other's messages, even where their run ids were the same: a message that
+     * names this run's id but is tagged under another secret is refused as forged.
+     */
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"dir", "tcp"})
+    void aMessageNamingThisRunButTaggedUnderAnotherSecretIsRefusedAsForged(String kind) throws Exception {
+        String key = kind.equals("dir") ? "1-x" : TcpRendezvous.HELLO_KEY;
+        Participant impostor = new Participant("job", JobSecret.of(SECRET).run(), 2, 1, 4242);
+        byte[] message = impostor.seal(JobSecret.of(OTHER), key, kind.equals("dir") ? new byte[] {1} : null);
+        String refused = refusalOf(kind, key, message);
+        assertTrue(refused.contains("rank 1 (pid 4242)") && refused.contains("does not verify"), refused);
     }
 
     @Test
@@ -210,29 +284,91 @@ class JobSecretTest {
     }
 
     @Test
-    void theSecretComesFromTheEnvironmentAndAShortOneIsRefused() throws Exception {
+    void theSecretComesFromTheEnvironment() throws Exception {
         int port = freePort();
         try (Rendezvous rv = Rendezvous.fromEnvironment(Map.of("RANK", "0", "WORLD_SIZE", "1", "MASTER_ADDR",
                 "127.0.0.1", "MASTER_PORT", "" + port, Rendezvous.DCP4J_JOB_SECRET, SECRET), Duration.ofSeconds(1))) {
             assertEquals(1, rv.allGather("solo", new byte[0]).size());
         }
+    }
+
+    /**
+     * Rank 1 of each rendezvous, its environment without a secret, with an empty one or one of 31 characters: refused
+     * naming the variable, why and how to set it, before it writes the directory or connects to the store.
+     */
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"dir", "tcp", "torch"})
+    void aRankWithoutASecretOrWithAShortOneRefusesBeforeItOpensAnything(String kind) throws Exception {
+        String[][] cases = {{null, "is not set"}, {"", "is empty"},
+            {SECRET.substring(1), "has 31 characters, fewer than the 32 a secret needs"}};
+        for (String[] c : cases) {
+            try (ServerSocket store = new ServerSocket(0, 50, InetAddress.getLoopbackAddress())) {
+                Map<String, String> env = new HashMap<>(Map.of("RANK", "1", "WORLD_SIZE", "2"));
+                if (kind.equals("dir")) {
+                    env.put(Rendezvous.DCP4J_RENDEZVOUS_DIR, dir.toString());
+                } else {
+                    env.put(Rendezvous.MASTER_ADDR, "127.0.0.1");
+                    env.put(Rendezvous.MASTER_PORT, "" + store.getLocalPort());
+                }
+                if (kind.equals("torch")) {
+                    env.put(Rendezvous.TORCHELASTIC_USE_AGENT_STORE, "True");
+                }
+                if (c[0] != null) {
+                    env.put(Rendezvous.DCP4J_JOB_SECRET, c[0]);
+                }
+                EnvironmentException e = assertThrows(EnvironmentException.class,
+                        () -> Rendezvous.fromEnvironment(env, Duration.ofSeconds(2)));
+                assertEquals(Rendezvous.DCP4J_JOB_SECRET, e.variable());
+                assertTrue(e.getMessage().startsWith(Rendezvous.DCP4J_JOB_SECRET + " " + c[1] + ": rank 1 joins no"
+                        + " group without it") && e.getMessage().contains("authenticated")
+                        && e.getMessage().contains(JobSecret.SHELL_COMMAND + " before torchrun")
+                        && e.getMessage().contains("`dcp4j launch` makes a fresh one itself"), e.getMessage());
+                store.setSoTimeout(200);
+                assertThrows(SocketTimeoutException.class, store::accept, "nothing connected to the store");
+                try (var files = Files.list(dir)) {
+                    assertEquals(0, files.count(), "nothing written in the directory");
+                }
+            }
+        }
+    }
+
+    /** The message says how to pass the secret on under the launcher that started the rank. */
+    @ParameterizedTest(name = "{0}")
+    @CsvSource(delimiter = '|', value = {
+        "OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE | before mpirun, and pass it on with `mpirun -x DCP4J_JOB_SECRET",
+        "PMI_RANK, PMI_SIZE                         | before mpiexec or srun",
+        "SLURM_PROCID, SLURM_NTASKS, SLURM_STEP_ID  | before srun, or in the batch script",
+        "RANK, WORLD_SIZE                           | before torchrun (its workers inherit it), or set the same value"})
+    void theMessageSaysHowToSetTheSecretUnderEachLauncher(String variables, String howTo) {
+        Map<String, String> env = new HashMap<>();
+        for (String v : variables.split(",")) {
+            env.put(v.strip(), v.contains("RANK") || v.contains("PROCID") ? "0" : "2");
+        }
+        EnvironmentException e = assertThrows(EnvironmentException.class,
+                () -> Rendezvous.fromEnvironment(env, Duration.ofSeconds(1)));
+        assertTrue(e.getMessage().contains(JobSecret.SHELL_COMMAND + " " + howTo), e.getMessage());
+    }
+
+    @Test
+    void aSecretGivenThroughTheApiMustHaveTheMinimumLength() {
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
-                () -> Rendezvous.fromEnvironment(Map.of("RANK", "0", "WORLD_SIZE", "1", "DCP4J_RENDEZVOUS_DIR",
-                        dir.toString(), Rendezvous.DCP4J_JOB_SECRET, "short"), Duration.ofSeconds(1)));
-        assertTrue(e.getMessage().contains(Rendezvous.DCP4J_JOB_SECRET) && e.getMessage().contains("16"),
+                () -> JobSecret.of(SECRET.substring(1)));
+        assertTrue(e.getMessage().contains("at least 32 characters") && e.getMessage().contains("got 31"),
                 e.getMessage());
+        assertThrows(NullPointerException.class, () -> JobSecret.of(null));
+        assertTrue(!JobSecret.of(SECRET).toString().contains(SECRET), "toString does not reveal the secret");
     }
 
     @Test
     void generatedSecretsDifferAndRunIdsDoNotRevealThem() {
-        String a = Rendezvous.newJobSecret();
-        String b = Rendezvous.newJobSecret();
+        String a = JobSecret.generate();
+        String b = JobSecret.generate();
         assertNotEquals(a, b);
         assertEquals(2 * JobSecret.GENERATED_BYTES, a.length());
         String run = JobSecret.of(a).run();
         assertEquals(16, run.length());
         assertTrue(!a.contains(run), "the run id is not a piece of the secret");
         assertEquals(run, JobSecret.of(a).run(), "the same secret, the same run");
-        assertEquals("", JobSecret.NONE.run());
+        assertNotEquals(run, JobSecret.of(b).run(), "another secret, another run");
     }
 }

@@ -150,13 +150,14 @@ class LauncherEnvironmentTest {
         int port = Integer.parseInt(Rendezvous.slurmPort("99123"));
         assertEquals(29123, port);
         try (Rendezvous rv = Rendezvous.fromEnvironment(env("SLURM_PROCID", "0", "SLURM_NTASKS", "1",
-                "SLURM_STEP_ID", "0", "SLURM_JOB_ID", "99123", "SLURM_STEP_NODELIST", "localhost"),
+                "SLURM_STEP_ID", "0", "SLURM_JOB_ID", "99123", "SLURM_STEP_NODELIST", "localhost",
+                Rendezvous.DCP4J_JOB_SECRET, JobSecret.generate()),
                 Duration.ofSeconds(1))) {
             assertEquals(port, ((TcpRendezvous) rv).storePort());
         }
         IllegalArgumentException mpi = assertThrows(IllegalArgumentException.class,
-                () -> Rendezvous.fromEnvironment(env("OMPI_COMM_WORLD_RANK", "0", "OMPI_COMM_WORLD_SIZE", "2"),
-                        Duration.ofSeconds(1)));
+                () -> Rendezvous.fromEnvironment(env("OMPI_COMM_WORLD_RANK", "0", "OMPI_COMM_WORLD_SIZE", "2",
+                        Rendezvous.DCP4J_JOB_SECRET, JobSecret.generate()), Duration.ofSeconds(1)));
         assertTrue(mpi.getMessage().contains("MASTER_ADDR") && mpi.getMessage().contains("OMPI_COMM_WORLD"),
                 mpi.getMessage());
     }

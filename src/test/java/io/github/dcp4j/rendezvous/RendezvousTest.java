@@ -10,6 +10,10 @@ import org.junit.jupiter.params.provider.ValueSource;
 
 import java.io.DataOutputStream;
 import java.io.IOException;
+import java.net.ConnectException;
+import java.net.Inet4Address;
+import java.net.InetAddress;
+import java.net.NetworkInterface;
 import java.net.ServerSocket;
 import java.net.Socket;
 import java.net.SocketException;
@@ -21,6 +25,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.SplittableRandom;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
@@ -37,10 +42,15 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /** Both rendezvous implementations with ranks as threads: exchanges, bounded waits, and refused participants. */
 @Timeout(value = 60, unit = TimeUnit.SECONDS)
 class RendezvousTest {
+    /** The run's secret that every rank of these tests shares. */
+    private static final String SECRET_VALUE = JobSecret.generate();
+    private static final JobSecret SECRET = JobSecret.of(SECRET_VALUE);
+
     @TempDir
     Path dir;
 
@@ -51,13 +61,14 @@ class RendezvousTest {
 
     private Opener opener(String kind) throws IOException {
         if (kind.equals("dir")) {
-            return (rank, world, job, timeout) -> new DirectoryRendezvous(dir, job, rank, world, timeout);
+            return (rank, world, job, timeout) -> new DirectoryRendezvous(dir, job, SECRET, rank, world, timeout);
         }
         int port;
         try (ServerSocket s = new ServerSocket(0)) {
             port = s.getLocalPort();
         }
-        return (rank, world, job, timeout) -> TcpRendezvous.connect("127.0.0.1", port, job, rank, world, timeout);
+        return (rank, world, job, timeout) -> TcpRendezvous.connect("127.0.0.1", port, job, SECRET, rank, world,
+                timeout);
     }
 
     /** Runs {@code body} as every rank of a group, each on its own thread, and returns each rank's result. */
@@ -206,7 +217,7 @@ class RendezvousTest {
     void aDirectoryRendezvousLeavesOnlyTheLastExchangesFiles() throws Exception {
         int world = 3;
         List<Future<Integer>> done = asRanks(world, rank -> {
-            try (Rendezvous rv = new DirectoryRendezvous(dir, "job-g", rank, world, Duration.ofSeconds(20))) {
+            try (Rendezvous rv = new DirectoryRendezvous(dir, "job-g", SECRET, rank, world, Duration.ofSeconds(20))) {
                 for (int i = 0; i < 60; i++) {
                     assertEquals(world, rv.allGather("call-check", new byte[] {(byte) i}).size());
                 }
@@ -224,10 +235,10 @@ class RendezvousTest {
 
     @Test
     void aStaleFileOfAnEarlierJobIsRefusedNamingTheJob() throws Exception {
-        try (Rendezvous old = new DirectoryRendezvous(dir, "job-old", 0, 1, Duration.ofSeconds(1))) {
+        try (Rendezvous old = new DirectoryRendezvous(dir, "job-old", SECRET, 0, 1, Duration.ofSeconds(1))) {
             old.allGather("hello", new byte[0]);
         }
-        try (Rendezvous fresh = new DirectoryRendezvous(dir, "job-new", 0, 1, Duration.ofSeconds(1))) {
+        try (Rendezvous fresh = new DirectoryRendezvous(dir, "job-new", SECRET, 0, 1, Duration.ofSeconds(1))) {
             RendezvousException e = assertThrows(RendezvousException.class,
                     () -> fresh.allGather("hello", new byte[0]));
             assertTrue(e.getMessage().contains("job-old") && e.getMessage().contains("stale"), e.getMessage());
@@ -247,7 +258,7 @@ class RendezvousTest {
                     f.setLength(Wire.MAX_MESSAGE_BYTES + 1L);  // sparse
                 }
             }
-            try (Rendezvous rv = new DirectoryRendezvous(dir, "job-p", 0, 2, Duration.ofSeconds(20))) {
+            try (Rendezvous rv = new DirectoryRendezvous(dir, "job-p", SECRET, 0, 2, Duration.ofSeconds(20))) {
                 long start = System.nanoTime();
                 RendezvousException e = assertThrows(RendezvousException.class,
                         () -> rv.allGather("hello", new byte[] {1}));
@@ -266,7 +277,7 @@ class RendezvousTest {
     @Test
     void aRendezvousFileThatIsAFifoIsRefusedAtOnce() throws Exception {
         Path peers = Fifos.make(dir.resolve("1-hello.1"));
-        try (Rendezvous rv = new DirectoryRendezvous(dir, "job-q", 0, 2, Duration.ofSeconds(20))) {
+        try (Rendezvous rv = new DirectoryRendezvous(dir, "job-q", SECRET, 0, 2, Duration.ofSeconds(20))) {
             long start = System.nanoTime();
             RendezvousException e = assertThrows(RendezvousException.class,
                     () -> rv.allGather("hello", new byte[] {1}));
@@ -274,7 +285,7 @@ class RendezvousTest {
             assertTrue(e.getMessage().contains(peers + ": not a regular file"), e.getMessage());
         }
         Path own = Fifos.make(dir.resolve("1-again.0"));
-        try (Rendezvous rv = new DirectoryRendezvous(dir, "job-q", 0, 2, Duration.ofSeconds(20))) {
+        try (Rendezvous rv = new DirectoryRendezvous(dir, "job-q", SECRET, 0, 2, Duration.ofSeconds(20))) {
             long start = System.nanoTime();
             RendezvousException e = assertThrows(RendezvousException.class,
                     () -> rv.allGather("again", new byte[] {1}));
@@ -295,14 +306,15 @@ class RendezvousTest {
         try (ServerSocket s = new ServerSocket(0)) {
             port = s.getLocalPort();
         }
-        try (Rendezvous rank0 = TcpRendezvous.connect("127.0.0.1", port, "job-w", 0, 2, Duration.ofSeconds(30))) {
+        try (Rendezvous rank0 = TcpRendezvous.connect("127.0.0.1", port, "job-w", SECRET, 0, 2,
+                Duration.ofSeconds(30))) {
             Future<Exception> gather = Executors.newVirtualThreadPerTaskExecutor().submit(() ->
                     assertThrows(RendezvousException.class, () -> rank0.allGather("round", new byte[] {0})));
             try (java.net.Socket raw = new java.net.Socket("127.0.0.1", port);
                  java.io.DataOutputStream out = new java.io.DataOutputStream(raw.getOutputStream());
                  java.io.DataInputStream in = new java.io.DataInputStream(raw.getInputStream())) {
                 out.writeInt(TcpRendezvous.HELLO);
-                Wire.writeMessage(out, Participant.self("job-w", JobSecret.NONE, 1, 2).seal(JobSecret.NONE,
+                Wire.writeMessage(out, Participant.self("job-w", SECRET, 1, 2).seal(SECRET,
                         TcpRendezvous.HELLO_KEY, null));
                 out.flush();
                 assertEquals(TcpRendezvous.OK, in.readInt());
@@ -380,9 +392,68 @@ class RendezvousTest {
         try (ServerSocket s = new ServerSocket(0)) {
             port = s.getLocalPort();
         }
-        try (Rendezvous rv = TcpRendezvous.connect("127.0.0.1", port, "job-l", 0, 1, Duration.ofSeconds(5))) {
+        try (Rendezvous rv = TcpRendezvous.connect("127.0.0.1", port, "job-l", SECRET, 0, 1, Duration.ofSeconds(5))) {
             assertTrue(storeOf(rv).listensOn().isLoopbackAddress(), "" + storeOf(rv).listensOn());
             assertEquals(1, rv.allGather("alone", new byte[] {7}).size());
+        }
+    }
+
+    /** An address of one of this machine's interfaces other than loopback, where it has one that is up. */
+    private static Optional<InetAddress> nonLoopbackAddressHere() throws SocketException {
+        return NetworkInterface.networkInterfaces()
+                .filter(i -> {
+                    try {
+                        return i.isUp() && !i.isLoopback();
+                    } catch (SocketException e) {
+                        return false;
+                    }
+                })
+                .flatMap(NetworkInterface::inetAddresses)
+                .filter(a -> a instanceof Inet4Address)
+                .findFirst();
+    }
+
+    /**
+     * A group told to meet at an address of one of this machine's interfaces other than loopback serves the store on
+     * that address alone: not on loopback, not on the other interfaces.
+     */
+    @Test
+    void aStoreToldAnAddressOfThisMachineListensThereAlone() throws Exception {
+        Optional<InetAddress> here = nonLoopbackAddressHere();
+        assumeTrue(here.isPresent(), "this machine has no interface but loopback");
+        int port = freePort();
+        try (Rendezvous rv = TcpRendezvous.connect(here.get().getHostAddress(), port, "job-n", SECRET, 0, 1,
+                Duration.ofSeconds(5))) {
+            assertEquals(here.get(), storeOf(rv).listensOn());
+            assertThrows(ConnectException.class, () -> new Socket("127.0.0.1", port).close(),
+                    "nothing listens on loopback");
+            assertEquals(1, rv.allGather("alone", new byte[] {7}).size());
+        }
+    }
+
+    /**
+     * An address that is none of this machine's (an address behind NAT, here one of the ranges kept for documentation)
+     * or the wildcard address: the store listens on every interface and says so in its log, with the reason.
+     */
+    @ParameterizedTest(name = "{0}")
+    @CsvSource({"198.51.100.7, it is no address of this machine's network interfaces", "0.0.0.0, it is the wildcard"
+            + " address"})
+    void aStoreToldAnAddressOfNoInterfaceHereListensOnEveryInterfaceAndSaysWhy(String host, String why)
+            throws Exception {
+        assumeTrue(NetworkInterface.getByInetAddress(InetAddress.getByName(host)) == null,
+                host + " is an address of this machine");
+        try (StoreLog log = new StoreLog()) {
+            TcpStore store = TcpStore.start(host, 0, Participant.self("job-a", SECRET, 0, 1), SECRET,
+                    Duration.ofSeconds(5));
+            try {
+                assertTrue(store.listensOn().isAnyLocalAddress(), "" + store.listensOn());
+                List<String> lines = log.lines.stream().filter(l -> l.contains("every interface")).toList();
+                assertEquals(1, lines.size(), log.lines.toString());
+                assertTrue(lines.getFirst().startsWith("TCP rendezvous store: listening on port " + store.port()
+                        + " of every interface, not on " + host + " (" + host + ") alone: " + why), lines.getFirst());
+            } finally {
+                store.close(Duration.ZERO);
+            }
         }
     }
 
@@ -454,7 +525,7 @@ class RendezvousTest {
             for (int r = 1; r < world; r++) {
                 int rank = r;
                 others.add(pool.submit(() -> {
-                    try (Rendezvous rv = TcpRendezvous.connect("127.0.0.1", port, job, rank, world,
+                    try (Rendezvous rv = TcpRendezvous.connect("127.0.0.1", port, job, SECRET, rank, world,
                             Duration.ofSeconds(30))) {
                         return rv.allGather("after", new byte[] {(byte) rank}).size();
                     }
@@ -478,7 +549,7 @@ class RendezvousTest {
     void aTcpConnectionThatStallsBeforeOrInItsHelloIsDroppedAndNamed() throws Exception {
         int port = freePort();
         try (StoreLog log = new StoreLog();
-             Rendezvous rank0 = TcpRendezvous.connect("127.0.0.1", port, "job-s", 0, 2, Duration.ofSeconds(3));
+             Rendezvous rank0 = TcpRendezvous.connect("127.0.0.1", port, "job-s", SECRET, 0, 2, Duration.ofSeconds(3));
              Socket silent = new Socket("127.0.0.1", port);
              Socket half = new Socket("127.0.0.1", port)) {
             half.getOutputStream().write(new byte[] {0, 0, 0, TcpRendezvous.HELLO, 0, 0});  // half of its length
@@ -505,7 +576,7 @@ class RendezvousTest {
     void aTcpHelloLongerThanAHeaderIsDroppedAtOnceAndNamed() throws Exception {
         int port = freePort();
         try (StoreLog log = new StoreLog();
-             Rendezvous rank0 = TcpRendezvous.connect("127.0.0.1", port, "job-t", 0, 2, Duration.ofSeconds(30));
+             Rendezvous rank0 = TcpRendezvous.connect("127.0.0.1", port, "job-t", SECRET, 0, 2, Duration.ofSeconds(30));
              Socket raw = new Socket("127.0.0.1", port)) {
             DataOutputStream out = new DataOutputStream(raw.getOutputStream());
             out.writeInt(TcpRendezvous.HELLO);
@@ -532,7 +603,8 @@ class RendezvousTest {
         int extra = 5;
         List<Socket> flood = new ArrayList<>();
         try (StoreLog log = new StoreLog();
-             Rendezvous rank0 = TcpRendezvous.connect("127.0.0.1", port, "job-u", 0, world, Duration.ofSeconds(30))) {
+             Rendezvous rank0 = TcpRendezvous.connect("127.0.0.1", port, "job-u", SECRET, 0, world,
+                     Duration.ofSeconds(30))) {
             try {
                 for (int i = 0; i < TcpStore.maxUnauthenticated(world) + extra; i++) {
                     flood.add(new Socket("127.0.0.1", port));
@@ -557,7 +629,8 @@ class RendezvousTest {
     @Test
     void theEnvironmentPicksTheDirectoryOrTheTcpStoreAndNamesWhatIsMissing() throws Exception {
         try (Rendezvous rv = Rendezvous.fromEnvironment(Map.of("RANK", "0", "WORLD_SIZE", "1",
-                "DCP4J_RENDEZVOUS_DIR", dir.toString(), "DCP4J_JOB_ID", "env-job"), Duration.ofSeconds(1))) {
+                "DCP4J_RENDEZVOUS_DIR", dir.toString(), "DCP4J_JOB_ID", "env-job", Rendezvous.DCP4J_JOB_SECRET,
+                SECRET_VALUE), Duration.ofSeconds(1))) {
             assertInstanceOf(DirectoryRendezvous.class, rv);
             assertEquals(1, rv.allGather("solo", "x".getBytes(StandardCharsets.UTF_8)).size());
         }
@@ -566,27 +639,29 @@ class RendezvousTest {
             port = s.getLocalPort();
         }
         try (Rendezvous rv = Rendezvous.fromEnvironment(Map.of("RANK", "0", "WORLD_SIZE", "1", "MASTER_ADDR",
-                "127.0.0.1", "MASTER_PORT", "" + port), Duration.ofSeconds(1))) {
+                "127.0.0.1", "MASTER_PORT", "" + port, Rendezvous.DCP4J_JOB_SECRET, SECRET_VALUE),
+                Duration.ofSeconds(1))) {
             assertInstanceOf(TcpRendezvous.class, rv);
             assertEquals(port, ((TcpRendezvous) rv).storePort());
         }
         IllegalArgumentException none = assertThrows(IllegalArgumentException.class,
-                () -> Rendezvous.fromEnvironment(Map.of("RANK", "0", "WORLD_SIZE", "2"), Duration.ofSeconds(1)));
+                () -> Rendezvous.fromEnvironment(Map.of("RANK", "0", "WORLD_SIZE", "2",
+                        Rendezvous.DCP4J_JOB_SECRET, SECRET_VALUE), Duration.ofSeconds(1)));
         assertTrue(none.getMessage().contains("MASTER_ADDR"), none.getMessage());
         IllegalArgumentException noRank = assertThrows(IllegalArgumentException.class,
                 () -> Rendezvous.fromEnvironment(Map.of("WORLD_SIZE", "2"), Duration.ofSeconds(1)));
         assertTrue(noRank.getMessage().contains("RANK is not set"), noRank.getMessage());
         IllegalArgumentException badPort = assertThrows(IllegalArgumentException.class,
                 () -> Rendezvous.fromEnvironment(Map.of("RANK", "0", "WORLD_SIZE", "1", "MASTER_ADDR", "h",
-                        "MASTER_PORT", "99999"), Duration.ofSeconds(1)));
+                        "MASTER_PORT", "99999", Rendezvous.DCP4J_JOB_SECRET, SECRET_VALUE), Duration.ofSeconds(1)));
         assertTrue(badPort.getMessage().contains("99999"), badPort.getMessage());
     }
 
     @Test
     void ranksOutsideTheGroupAndBadKeysAreRefusedWhenCalled() {
-        assertThrows(IllegalArgumentException.class, () -> new DirectoryRendezvous(dir, "j", 2, 2,
+        assertThrows(IllegalArgumentException.class, () -> new DirectoryRendezvous(dir, "j", SECRET, 2, 2,
                 Duration.ofSeconds(1)));
-        try (Rendezvous rv = new DirectoryRendezvous(dir, "j", 0, 1, Duration.ofSeconds(1))) {
+        try (Rendezvous rv = new DirectoryRendezvous(dir, "j", SECRET, 0, 1, Duration.ofSeconds(1))) {
             IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
                     () -> rv.allGather("../escape", new byte[0]));
             assertTrue(e.getMessage().contains("../escape"), e.getMessage());

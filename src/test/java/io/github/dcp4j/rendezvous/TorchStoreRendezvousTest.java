@@ -141,6 +141,11 @@ class TorchStoreRendezvousTest {
         }
     }
 
+    /** The run's secret that the ranks of these tests share, and another run's. */
+    private static final String SECRET = JobSecret.generate();
+    private static final JobSecret RUN = JobSecret.of(SECRET);
+    private static final JobSecret OTHER_RUN = JobSecret.of(JobSecret.generate());
+
     private FakeTorchStore store;
 
     @BeforeEach
@@ -154,7 +159,7 @@ class TorchStoreRendezvousTest {
     }
 
     private Rendezvous open(String job, int rank, int world, Duration timeout) {
-        return new TorchStoreRendezvous("127.0.0.1", store.port(), job, JobSecret.of("0123456789abcdef"), 0,
+        return new TorchStoreRendezvous("127.0.0.1", store.port(), job, RUN, 0,
                 rank, world, timeout);
     }
 
@@ -210,7 +215,7 @@ class TorchStoreRendezvousTest {
     @Test
     void aContributionWithAnotherSecretIsRefused() throws Exception {
         Future<Exception> other = Executors.newVirtualThreadPerTaskExecutor().submit(() -> {
-            try (Rendezvous rv = new TorchStoreRendezvous("127.0.0.1", store.port(), "job-w", JobSecret.NONE, 0, 1,
+            try (Rendezvous rv = new TorchStoreRendezvous("127.0.0.1", store.port(), "job-w", OTHER_RUN, 0, 1,
                     2, Duration.ofSeconds(2))) {
                 rv.allGather("x", new byte[] {1});
                 return null;
@@ -219,7 +224,7 @@ class TorchStoreRendezvousTest {
             }
         });
         try (Rendezvous rank0 = open("job-w", 0, 2, Duration.ofSeconds(2))) {
-            // the secretless rank writes under a run of its own: rank 0 never sees it
+            // the rank with another secret writes under a run of its own: rank 0 never sees it
             RendezvousException e = assertThrows(RendezvousException.class,
                     () -> rank0.allGather("x", new byte[] {0}));
             assertTrue(e.getMessage().contains("never arrived"), e.getMessage());
@@ -239,7 +244,7 @@ class TorchStoreRendezvousTest {
                 }
             });
             RendezvousException e = assertThrows(RendezvousException.class, () -> new TorchStoreRendezvous(
-                    "127.0.0.1", silent.getLocalPort(), "job", JobSecret.NONE, 0, 0, 1, Duration.ofSeconds(2)));
+                    "127.0.0.1", silent.getLocalPort(), "job", RUN, 0, 0, 1, Duration.ofSeconds(2)));
             assertTrue(e.getMessage().contains("not a torch TCPStore"), e.getMessage());
         }
     }
@@ -255,7 +260,7 @@ class TorchStoreRendezvousTest {
                 }
             });
             RendezvousException e = assertThrows(RendezvousException.class, () -> new TorchStoreRendezvous(
-                    "127.0.0.1", old.getLocalPort(), "job", JobSecret.NONE, 0, 0, 1, Duration.ofSeconds(2)));
+                    "127.0.0.1", old.getLocalPort(), "job", RUN, 0, 0, 1, Duration.ofSeconds(2)));
             assertTrue(e.getMessage().contains("closed the connection at the handshake"), e.getMessage());
             assertTrue(e.getMessage().contains("torch 1.13"), e.getMessage());
         }
@@ -263,12 +268,12 @@ class TorchStoreRendezvousTest {
 
     @Test
     void aRestartedGroupUsesKeysOfItsOwn() {
-        try (Rendezvous first = new TorchStoreRendezvous("127.0.0.1", store.port(), "job-r", JobSecret.NONE, 0, 0, 1,
+        try (Rendezvous first = new TorchStoreRendezvous("127.0.0.1", store.port(), "job-r", RUN, 0, 0, 1,
                 Duration.ofSeconds(2))) {
             first.allGather("x", new byte[] {1});
         }
         // the worker restarted: the same job, rank and store, the next attempt
-        try (Rendezvous again = new TorchStoreRendezvous("127.0.0.1", store.port(), "job-r", JobSecret.NONE, 1, 0, 1,
+        try (Rendezvous again = new TorchStoreRendezvous("127.0.0.1", store.port(), "job-r", RUN, 1, 0, 1,
                 Duration.ofSeconds(2))) {
             assertArrayEquals(new byte[] {2}, again.allGather("x", new byte[] {2}).getFirst());
         }
@@ -277,7 +282,8 @@ class TorchStoreRendezvousTest {
     @Test
     void underTorchrunTheAgentsStoreIsUsedUnlessDcp4jIsGivenAPortOfItsOwn() {
         Map<String, String> torchrun = Map.of("RANK", "0", "WORLD_SIZE", "1", "MASTER_ADDR", "127.0.0.1",
-                "MASTER_PORT", "" + store.port(), "TORCHELASTIC_USE_AGENT_STORE", "True", "TORCHELASTIC_RUN_ID", "r1");
+                "MASTER_PORT", "" + store.port(), "TORCHELASTIC_USE_AGENT_STORE", "True", "TORCHELASTIC_RUN_ID", "r1",
+                Rendezvous.DCP4J_JOB_SECRET, SECRET);
         try (Rendezvous rv = Rendezvous.fromEnvironment(torchrun, Duration.ofSeconds(2))) {
             assertInstanceOf(TorchStoreRendezvous.class, rv);
             assertEquals(1, rv.allGather("solo", new byte[] {5}).size());

@@ -70,6 +70,8 @@ public final class RankSetup implements AutoCloseable {
      * @throws IllegalStateException where no GPU can be used (with the driver's reason)
      * @throws IllegalArgumentException where two ranks are on different nodes or on two GPUs not joined by NVLink
      *         ({@link GpuLinks}; every rank refuses alike)
+     * @throws io.github.dcp4j.rendezvous.EnvironmentException where DCP4J_JOB_SECRET is not set or too short (before
+     *         anything is opened)
      */
     public static RankSetup fromEnvironment(Duration timeout, Consumer<String> log) {
         Objects.requireNonNull(log, "log");
