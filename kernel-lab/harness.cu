@@ -5,7 +5,6 @@
 // --step S: the row kernel's step rows where a block has several (the tree's kernel takes 1-4, the candidate 1-2);
 // --profile B: one batch, three eager calls, no timing (for Nsight Compute).
 #include <cuda.h>
-#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
