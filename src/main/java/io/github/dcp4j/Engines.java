@@ -158,8 +158,9 @@ public final class Engines {
      * @return this rank's engine; closing it closes the workspaces, the GPU and the rendezvous
      * @throws IllegalStateException where no GPU can be used (with the reason)
      * @throws IllegalArgumentException where the group cannot carry LL128 (ranks on two nodes, GPUs not joined by
-     *         NVLink) or the launcher's variables are missing or inconsistent (naming them); an
-     *         {@link io.github.dcp4j.rendezvous.EnvironmentException} where DCP4J_JOB_SECRET is not set or too short
+     *         NVLink); an {@link io.github.dcp4j.rendezvous.EnvironmentException} where a variable of the launcher or
+     *         the rendezvous is missing, malformed or inconsistent with the others, DCP4J_JOB_SECRET among them
+     *         (naming it, its value and what it may be)
      */
     public static CudaRankEngine openRank(WorkspaceSpec spec, Duration timeout, Consumer<String> log) {
         return RankSetup.openRank(spec, timeout, log);

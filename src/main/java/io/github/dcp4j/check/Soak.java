@@ -115,13 +115,19 @@ public final class Soak {
      * @param log        receives the line describing this rank, in a group
      * @return what the soak found
      * @throws IllegalStateException where no GPU is usable
+     * @throws io.github.dcp4j.rendezvous.EnvironmentException in a group, where a variable of the rank's environment is
+     *         missing or malformed
      */
     public Result run(int loopbackCp, Consumer<String> log) {
+        if (RankSetup.inEnvironment()) {
+            // RankSetup reads the environment first, so that a bad variable is named before the GPU is looked for
+            return asRank(log);
+        }
         Cuda.Availability gpu = Cuda.availability();
         if (!gpu.available()) {
             throw new IllegalStateException("soak needs a GPU: " + gpu.reason());
         }
-        return RankSetup.inEnvironment() ? asRank(log) : loopback(loopbackCp);
+        return loopback(loopbackCp);
     }
 
     private WorkspaceSpec specOf(int cp) {

@@ -3,6 +3,7 @@ package io.github.dcp4j.cli;
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import io.github.dcp4j.layout.Ll128;
+import io.github.dcp4j.rendezvous.EnvironmentException;
 import io.github.dcp4j.rendezvous.JobSecret;
 import io.github.dcp4j.rendezvous.Rendezvous;
 import picocli.CommandLine;
@@ -230,16 +231,17 @@ final class LaunchCommand implements Callable<Integer> {
      * In a rank started by {@code launch}: stops this JVM (exit code {@value #LAUNCHER_GONE_EXIT}) as soon as the
      * launcher is gone. A launcher killed by SIGKILL cannot stop its ranks, and nothing else would: they would run
      * their job to the end with nobody reading their output. Halts rather than exits, so that no shutdown hook can keep
-     * the rank alive.
+     * the rank alive. A value that is no process id is an {@link EnvironmentException}.
      */
     static void stopWithLauncher(Map<String, String> env, PrintStream err) {
         String pid = env.get(DCP4J_LAUNCHER_PID);
         if (pid == null) {
             return;
         }
-        if (!pid.matches("[0-9]{1,18}")) {
-            throw new IllegalArgumentException(DCP4J_LAUNCHER_PID + " must be the launcher's process id (set by `dcp4j"
-                    + " launch`); got '" + pid + "'");
+        // pid 0 is no process: it would be taken for a launcher already gone, and the rank would stop at once
+        if (!pid.matches("[0-9]{1,18}") || Long.parseLong(pid) < 1) {
+            throw new EnvironmentException(DCP4J_LAUNCHER_PID, DCP4J_LAUNCHER_PID + " must be the launcher's process"
+                    + " id, an integer >= 1 (set by `dcp4j launch`); got '" + pid + "'");
         }
         Runnable stop = () -> {
             err.println("dcp4j: launch (pid " + pid + ") is gone; this rank stops");

@@ -50,7 +50,7 @@ public final class Main implements Callable<Integer> {
     public static void main(String[] args) {
         try {
             LaunchCommand.stopWithLauncher(System.getenv(), System.err);
-        } catch (IllegalArgumentException e) {
+        } catch (EnvironmentException e) {
             System.err.println("dcp4j: error: " + e.getMessage());
             System.exit(2);
         }

@@ -1,8 +1,9 @@
 package io.github.dcp4j.rendezvous;
 
 /**
- * An environment variable that a rank needs is missing or unusable. The message names the variable, says why it is
- * needed and how to set it; the command line exits with its usage-error code for it, since nothing ran.
+ * An environment variable that a rank needs is missing or unusable: not set, malformed, out of its range or at odds
+ * with another. The message names the variable and its value and says what it may be (for a missing one, why it is
+ * needed and how to set it); the command line exits with its usage-error code for it, since nothing ran.
  */
 public final class EnvironmentException extends IllegalArgumentException {
     /** The name of the variable that is missing or unusable. */

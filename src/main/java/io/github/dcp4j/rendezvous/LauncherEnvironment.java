@@ -22,7 +22,8 @@ import java.util.Optional;
  * </ol>
  * MPI launchers come before SLURM because {@code mpirun} inside a SLURM allocation leaves the batch script's
  * {@code SLURM_PROCID} (0) in every rank's environment. A launcher whose rank variable is set but whose size
- * variable is not, or any value that is not an integer or out of range, is refused with the variable's name.
+ * variable is not, or any value that is not an integer, out of range or malformed, is refused with an
+ * {@link EnvironmentException} naming the variable, its value and what it may be.
  *
  * @param launcher    which launcher's variables these are, as its variable prefix ("RANK", "OMPI_COMM_WORLD",
  *                    "PMI", "SLURM")
@@ -35,7 +36,10 @@ import java.util.Optional;
  */
 public record LauncherEnvironment(String launcher, int rank, int worldSize, int localRank, int localWorldSize,
                                   Optional<String> jobId, Optional<String> rank0Host) {
-    /** An environment, checked: ranks within their sizes. */
+    /**
+     * An environment, checked: ranks within their sizes ({@link #of} has checked each variable as it read it, naming
+     * it; these checks hold a record made otherwise to the same rules).
+     */
     public LauncherEnvironment {
         if (worldSize < 1) {
             throw new IllegalArgumentException(launcher + ": the world size must be >= 1; got " + worldSize);
@@ -70,6 +74,11 @@ public record LauncherEnvironment(String launcher, int rank, int worldSize, int 
      * {@code SLURM_PROCID} 0 of the job's tasks, but is not one of them.
      */
     private static final String SLURM_STEP_ID = "SLURM_STEP_ID";
+    /** SLURM's task counts of the step's nodes, and this node's index in them. */
+    private static final String TASKS_PER_NODE = "SLURM_TASKS_PER_NODE";
+    private static final String NODE_ID = "SLURM_NODEID";
+    /** The largest integer a variable of ranks or sizes is read as: nine digits. */
+    private static final int MAX_INTEGER = 999_999_999;
 
     /**
      * Whether some launcher's rank variable is set.
@@ -90,7 +99,8 @@ public record LauncherEnvironment(String launcher, int rank, int worldSize, int 
      *
      * @param env the process environment
      * @return the launcher's rank, sizes, job id and rank 0's host
-     * @throws IllegalArgumentException where none is set, or the chosen launcher's variables are missing or bad
+     * @throws EnvironmentException where none is set, or one of the chosen launcher's variables is missing, not an
+     *         integer, out of range or malformed (naming it, its value and what it may be)
      */
     public static LauncherEnvironment of(Map<String, String> env) {
         for (Names n : ORDER) {
@@ -100,13 +110,13 @@ public record LauncherEnvironment(String launcher, int rank, int worldSize, int 
         }
         for (Names n : ORDER) {
             if (n != SLURM && env.containsKey(n.size())) {
-                throw new IllegalArgumentException("environment variable " + n.rank() + " is not set (" + n.size()
-                        + " is)");
+                throw new EnvironmentException(n.rank(), "environment variable " + n.rank() + " is not set ("
+                        + n.size() + " is)");
             }
         }
-        throw new IllegalArgumentException("no launcher's variables in the environment: set " + Rendezvous.RANK
-                + " and " + Rendezvous.WORLD_SIZE + " (torchrun, dcp4j launch), or start the ranks with mpirun"
-                + " (OMPI_COMM_WORLD_RANK, PMI_RANK) or srun (SLURM_PROCID in a step, SLURM_STEP_ID)");
+        throw new EnvironmentException(Rendezvous.RANK, "no launcher's variables in the environment: set "
+                + Rendezvous.RANK + " and " + Rendezvous.WORLD_SIZE + " (torchrun, dcp4j launch), or start the ranks"
+                + " with mpirun (OMPI_COMM_WORLD_RANK, PMI_RANK) or srun (SLURM_PROCID in a step, SLURM_STEP_ID)");
     }
 
     /**
@@ -127,43 +137,82 @@ public record LauncherEnvironment(String launcher, int rank, int worldSize, int 
         return "torchrun (its workers inherit it), or set the same value in every rank's environment";
     }
 
+    /**
+     * The launcher's variables, each checked against the others as it is read (the world size first, then what must
+     * fit within it), so that a bad one is named with its value and range rather than found later as an inconsistent
+     * record.
+     */
     private static LauncherEnvironment of(Map<String, String> env, Names n) {
-        int rank = integer(env, n.rank());
-        int world = integer(env, n.size());
-        int localRank = env.containsKey(n.localRank()) ? integer(env, n.localRank()) : rank;
+        int world = integer(env, n.size(), 1, MAX_INTEGER, "");
+        String inWorld = " (" + n.size() + " is " + world + ")";
+        int rank = integer(env, n.rank(), 0, world - 1, inWorld);
         if (n == SLURM) {
-            Optional<String> nodes = Optional.ofNullable(env.get("SLURM_STEP_NODELIST"))
-                    .or(() -> Optional.ofNullable(env.get("SLURM_JOB_NODELIST")));
-            int localWorld = env.containsKey("SLURM_TASKS_PER_NODE")
-                    ? tasksOnNode(env.get("SLURM_TASKS_PER_NODE"),
-                            env.containsKey("SLURM_NODEID") ? integer(env, "SLURM_NODEID") : 0)
-                    : world;
-            return new LauncherEnvironment(n.prefix(), rank, world, localRank, localWorld,
-                    Optional.ofNullable(env.get("SLURM_JOB_ID")), nodes.map(LauncherEnvironment::firstHost));
+            String nodeList = env.containsKey("SLURM_STEP_NODELIST") ? "SLURM_STEP_NODELIST" : "SLURM_JOB_NODELIST";
+            Optional<String> rank0Host = Optional.ofNullable(env.get(nodeList)).map(l -> firstHost(nodeList, l));
+            boolean perNode = env.containsKey(TASKS_PER_NODE);
+            int localWorld = perNode ? slurmTasksOnNode(env, world) : world;
+            String onNode = perNode ? " (" + TASKS_PER_NODE + " gives this node " + localWorld + ")" : inWorld;
+            return new LauncherEnvironment(n.prefix(), rank, world, localRank(env, n, rank, localWorld, onNode),
+                    localWorld, Optional.ofNullable(env.get("SLURM_JOB_ID")), rank0Host);
         }
-        int localWorld = env.containsKey(n.localSize()) ? integer(env, n.localSize()) : world;
-        return new LauncherEnvironment(n.prefix(), rank, world, localRank, localWorld, Optional.empty(),
-                Optional.empty());
+        boolean perNode = env.containsKey(n.localSize());
+        int localWorld = perNode ? integer(env, n.localSize(), 1, world, inWorld) : world;
+        String onNode = perNode ? " (" + n.localSize() + " is " + localWorld + ")" : inWorld;
+        return new LauncherEnvironment(n.prefix(), rank, world, localRank(env, n, rank, localWorld, onNode),
+                localWorld, Optional.empty(), Optional.empty());
     }
 
-    private static int integer(Map<String, String> env, String name) {
+    /**
+     * The rank on this node: the launcher's variable in [0, localWorld), else the rank, which must be there too;
+     * {@code onNode} says where localWorld comes from.
+     */
+    private static int localRank(Map<String, String> env, Names n, int rank, int localWorld, String onNode) {
+        if (env.containsKey(n.localRank())) {
+            return integer(env, n.localRank(), 0, localWorld - 1, onNode);
+        }
+        if (rank >= localWorld) {
+            throw new EnvironmentException(n.localRank(), "environment variable " + n.localRank() + " is not set,"
+                    + " and " + n.rank() + " " + rank + ", taken in its place, is not in [0, " + (localWorld - 1)
+                    + "]" + onNode + ": set " + n.localRank() + " to this process's rank on its node");
+        }
+        return rank;
+    }
+
+    /** This node's task count from {@code SLURM_TASKS_PER_NODE} and {@code SLURM_NODEID}, in [1, world]. */
+    private static int slurmTasksOnNode(Map<String, String> env, int world) {
+        int node = env.containsKey(NODE_ID) ? integer(env, NODE_ID, 0, MAX_INTEGER, "") : 0;
+        int tasks = tasksOnNode(env.get(TASKS_PER_NODE), node);
+        if (tasks < 1 || tasks > world) {
+            throw new EnvironmentException(TASKS_PER_NODE, "environment variable " + TASKS_PER_NODE + " ('"
+                    + env.get(TASKS_PER_NODE) + "') gives node " + node + " " + tasks + " task(s); must be in [1, "
+                    + world + "] (SLURM_NTASKS is " + world + ")");
+        }
+        return tasks;
+    }
+
+    /**
+     * The integer in variable {@code name}, in [min, max] ({@code why} says where the bounds come from); missing,
+     * not an integer or outside them, it is refused naming the variable, its value and the range.
+     */
+    private static int integer(Map<String, String> env, String name, int min, int max, String why) {
         String v = env.get(name);
         if (v == null) {
-            throw new IllegalArgumentException("environment variable " + name + " is not set");
+            throw new EnvironmentException(name, "environment variable " + name + " is not set");
         }
         String t = v.trim();
-        if (!t.matches("[0-9]{1,9}")) {
-            throw new IllegalArgumentException("environment variable " + name + " must be a non-negative integer;"
-                    + " got '" + v + "'");
+        if (!t.matches("[0-9]{1,9}") || Integer.parseInt(t) < min || Integer.parseInt(t) > max) {
+            String range = max == MAX_INTEGER ? "an integer >= " + min : "an integer in [" + min + ", " + max + "]";
+            throw new EnvironmentException(name, "environment variable " + name + " must be " + range + why
+                    + "; got '" + v + "'");
         }
         return Integer.parseInt(t);
     }
 
     /**
-     * The first host of a SLURM host list: {@code node[03-05,9],gpu1} gives {@code node03},
-     * {@code rack[2-3]-n[1-4]} gives {@code rack2-n1}.
+     * The first host of the SLURM host list in variable {@code variable}: {@code node[03-05,9],gpu1} gives
+     * {@code node03}, {@code rack[2-3]-n[1-4]} gives {@code rack2-n1}.
      */
-    static String firstHost(String list) {
+    static String firstHost(String variable, String list) {
         StringBuilder host = new StringBuilder();
         int i = 0;
         while (i < list.length() && list.charAt(i) != ',') {
@@ -171,12 +220,11 @@ public record LauncherEnvironment(String launcher, int rank, int worldSize, int 
             if (c == '[') {
                 int close = list.indexOf(']', i);
                 if (close < 0) {
-                    throw new IllegalArgumentException("malformed SLURM host list (no ']'): '" + list + "'");
+                    throw malformedHostList(variable, list, "no ']'");
                 }
                 String first = list.substring(i + 1, close).split("[,-]", 2)[0];
                 if (!first.matches("[0-9]+")) {
-                    throw new IllegalArgumentException("malformed SLURM host list (range '" + first + "'): '"
-                            + list + "'");
+                    throw malformedHostList(variable, list, "range '" + first + "'");
                 }
                 host.append(first);
                 i = close + 1;
@@ -186,9 +234,14 @@ public record LauncherEnvironment(String launcher, int rank, int worldSize, int 
             }
         }
         if (host.isEmpty()) {
-            throw new IllegalArgumentException("malformed SLURM host list (no first host): '" + list + "'");
+            throw malformedHostList(variable, list, "no first host");
         }
         return host.toString();
+    }
+
+    private static EnvironmentException malformedHostList(String variable, String list, String what) {
+        return new EnvironmentException(variable, "environment variable " + variable + " must be a SLURM host list"
+                + " such as node[03-05,9],gpu1; got '" + list + "' (" + what + ")");
     }
 
     /**
@@ -196,12 +249,13 @@ public record LauncherEnvironment(String launcher, int rank, int worldSize, int 
      * {@code n} or {@code n(xk)} for k nodes in a row ({@code 2(x3),1}: nodes 0-2 run 2 tasks, node 3 one).
      */
     static int tasksOnNode(String spec, int node) {
-        int first = 0;
+        long first = 0;  // a long: thousands of entries of up to 999999 nodes each must not wrap around
         for (String part : spec.split(",")) {
             String p = part.trim();
             if (!p.matches("[0-9]{1,6}(\\(x[0-9]{1,6}\\))?")) {
-                throw new IllegalArgumentException("environment variable SLURM_TASKS_PER_NODE: malformed entry '"
-                        + part + "' in '" + spec + "'");
+                throw new EnvironmentException(TASKS_PER_NODE, "environment variable " + TASKS_PER_NODE + " must be"
+                        + " comma-separated task counts, each n or n(xk) for k nodes, such as 2(x3),1; got '" + spec
+                        + "' (entry '" + part + "')");
             }
             int paren = p.indexOf('(');
             int tasks = Integer.parseInt(paren < 0 ? p : p.substring(0, paren));
@@ -211,7 +265,7 @@ public record LauncherEnvironment(String launcher, int rank, int worldSize, int 
             }
             first += nodes;
         }
-        throw new IllegalArgumentException("environment variable SLURM_TASKS_PER_NODE ('" + spec + "') names "
-                + first + " node(s); SLURM_NODEID is " + node);
+        throw new EnvironmentException(NODE_ID, "environment variable " + NODE_ID + " is " + node + "; must be in [0, "
+                + (first - 1) + "], the nodes of " + TASKS_PER_NODE + " ('" + spec + "')");
     }
 }

@@ -1,5 +1,6 @@
 package io.github.dcp4j.rendezvous;
 
+import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
@@ -95,45 +96,96 @@ public interface Rendezvous extends AutoCloseable {
      * @param env     the process environment
      * @param timeout how long one exchange waits for every rank
      * @return this rank's rendezvous, joined
-     * @throws EnvironmentException where {@code DCP4J_JOB_SECRET} is not set or too short
+     * @throws EnvironmentException where a variable it reads is missing or malformed (naming it, its value and what it
+     *         may be), before anything is opened; among them {@code DCP4J_JOB_SECRET}, not set or too short
      */
     static Rendezvous fromEnvironment(Map<String, String> env, Duration timeout) {
         LauncherEnvironment launch = LauncherEnvironment.of(env);
         JobSecret secret = JobSecret.fromEnvironment(env, launch);
-        String job = Optional.ofNullable(env.get(DCP4J_JOB_ID))
-                .or(() -> Optional.ofNullable(env.get(TORCHELASTIC_RUN_ID)))
-                .or(launch::jobId)
-                .orElse("default");
+        String job = jobId(env, launch);
         String dir = env.get(DCP4J_RENDEZVOUS_DIR);
         if (dir != null && !dir.isEmpty()) {
+            if (!Files.isDirectory(Path.of(dir))) {
+                throw new EnvironmentException(DCP4J_RENDEZVOUS_DIR, "environment variable " + DCP4J_RENDEZVOUS_DIR
+                        + " must name an existing directory that every rank can write (on a file system every node"
+                        + " shares); got '" + dir + "', " + (Files.exists(Path.of(dir)) ? "not a directory"
+                        : "which does not exist"));
+            }
             return new DirectoryRendezvous(Path.of(dir), job, secret, launch.rank(), launch.worldSize(), timeout);
         }
-        if ("true".equalsIgnoreCase(env.get(TORCHELASTIC_USE_AGENT_STORE)) && env.containsKey(MASTER_ADDR)
-                && env.containsKey(MASTER_PORT) && !env.containsKey(DCP4J_MASTER_PORT)) {
-            return new TorchStoreRendezvous(env.get(MASTER_ADDR), parsePort(env.get(MASTER_PORT)), job, secret,
+        if (agentStore(env) && env.containsKey(MASTER_ADDR) && env.containsKey(MASTER_PORT)
+                && !env.containsKey(DCP4J_MASTER_PORT)) {
+            return new TorchStoreRendezvous(host(env.get(MASTER_ADDR)), port(env, MASTER_PORT), job, secret,
                     restartCount(env), launch.rank(), launch.worldSize(), timeout);
         }
-        Optional<String> host = Optional.ofNullable(env.get(MASTER_ADDR)).or(launch::rank0Host);
-        Optional<String> port = Optional.ofNullable(env.get(DCP4J_MASTER_PORT))
-                .or(() -> Optional.ofNullable(env.get(MASTER_PORT)))
-                .or(() -> launch.jobId().map(Rendezvous::slurmPort));
+        Optional<String> host = Optional.ofNullable(env.get(MASTER_ADDR)).map(Rendezvous::host).or(launch::rank0Host);
+        Optional<Integer> port = env.containsKey(DCP4J_MASTER_PORT) ? Optional.of(port(env, DCP4J_MASTER_PORT))
+                : env.containsKey(MASTER_PORT) ? Optional.of(port(env, MASTER_PORT))
+                : launch.jobId().map(Rendezvous::slurmPort);
         if (host.isEmpty() || port.isEmpty()) {
-            throw new IllegalArgumentException("no rendezvous in the environment of rank " + launch.rank() + " (from "
-                    + launch.launcher() + "): set " + DCP4J_RENDEZVOUS_DIR + " (a shared directory), or "
-                    + (host.isEmpty() ? MASTER_ADDR + " and " : "") + MASTER_PORT + " (rank 0 serves a TCP store)");
+            throw new EnvironmentException(host.isEmpty() ? MASTER_ADDR : MASTER_PORT, "no rendezvous in the"
+                    + " environment of rank " + launch.rank() + " (from " + launch.launcher() + "): set "
+                    + DCP4J_RENDEZVOUS_DIR + " (a shared directory), or " + (host.isEmpty() ? MASTER_ADDR + " and "
+                    : "") + MASTER_PORT + " (rank 0 serves a TCP store)");
         }
-        return TcpRendezvous.connect(host.get(), parsePort(port.get()), job, secret, launch.rank(),
-                launch.worldSize(), timeout);
+        return TcpRendezvous.connect(host.get(), port.get(), job, secret, launch.rank(), launch.worldSize(), timeout);
+    }
+
+    /**
+     * The job id: {@code DCP4J_JOB_ID}, else {@code TORCHELASTIC_RUN_ID}, else the launcher's, else "default"; 1 to 256
+     * characters, so that the hello and every message that carry it stay small.
+     */
+    private static String jobId(Map<String, String> env, LauncherEnvironment launch) {
+        String variable = env.containsKey(DCP4J_JOB_ID) ? DCP4J_JOB_ID
+                : env.containsKey(TORCHELASTIC_RUN_ID) ? TORCHELASTIC_RUN_ID
+                : launch.jobId().isPresent() ? "SLURM_JOB_ID" : null;
+        if (variable == null) {
+            return "default";
+        }
+        String job = env.get(variable);
+        int maxChars = 256;
+        if (job.isEmpty() || job.length() > maxChars) {
+            throw new EnvironmentException(variable, "environment variable " + variable + " must be a job id of 1 to "
+                    + maxChars + " characters; got " + (job.isEmpty() ? "an empty one" : "one of " + job.length()
+                    + " characters, '" + job.substring(0, 32) + "...'"));
+        }
+        return job;
+    }
+
+    /** torchrun's {@code TORCHELASTIC_USE_AGENT_STORE}: "True" or "False" as torchrun writes it, false where unset. */
+    private static boolean agentStore(Map<String, String> env) {
+        String v = env.get(TORCHELASTIC_USE_AGENT_STORE);
+        if (v == null || v.equalsIgnoreCase("false")) {
+            return false;
+        }
+        if (v.equalsIgnoreCase("true")) {
+            return true;
+        }
+        throw new EnvironmentException(TORCHELASTIC_USE_AGENT_STORE, "environment variable "
+                + TORCHELASTIC_USE_AGENT_STORE + " must be True or False (torchrun sets it); got '" + v + "'");
     }
 
     /** torchrun's {@code TORCHELASTIC_RESTART_COUNT}: 0 where it is not set. */
     private static int restartCount(Map<String, String> env) {
-        String v = env.getOrDefault(TORCHELASTIC_RESTART_COUNT, "0").trim();
-        if (!v.matches("[0-9]{1,9}")) {
-            throw new IllegalArgumentException("environment variable " + TORCHELASTIC_RESTART_COUNT + " must be a"
-                    + " non-negative integer; got '" + v + "'");
+        String v = env.getOrDefault(TORCHELASTIC_RESTART_COUNT, "0");
+        if (!v.trim().matches("[0-9]{1,9}")) {
+            throw new EnvironmentException(TORCHELASTIC_RESTART_COUNT, "environment variable "
+                    + TORCHELASTIC_RESTART_COUNT + " must be an integer >= 0 (torchrun sets it); got '" + v + "'");
         }
-        return Integer.parseInt(v);
+        return Integer.parseInt(v.trim());
+    }
+
+    /**
+     * {@code MASTER_ADDR}, checked to be a host name or an IP address (v6 in brackets or not, with a zone): a value
+     * that cannot be one is refused here, naming it; a name no resolver knows fails the connection, naming the host.
+     */
+    private static String host(String v) {
+        if (!v.matches("[A-Za-z0-9._:%\\[\\]-]{1,253}")) {
+            throw new EnvironmentException(MASTER_ADDR, "environment variable " + MASTER_ADDR + " must be a host name"
+                    + " or an IP address (1 to 253 of letters, digits, '.', '-', '_', ':', '%', '[', ']'); got '" + v
+                    + "'");
+        }
+        return v;
     }
 
     /**
@@ -141,12 +193,12 @@ public interface Rendezvous extends AutoCloseable {
      * rank of the job and different for jobs that share a node.
      *
      * @param jobId SLURM's job id
-     * @return the port, as a string
+     * @return the port
      */
-    static String slurmPort(String jobId) {
+    static int slurmPort(String jobId) {
         String digits = jobId.replaceAll("[^0-9]", "");
         int last = digits.isEmpty() ? 0 : Integer.parseInt(digits.substring(Math.max(0, digits.length() - 4)));
-        return Integer.toString(20000 + last);
+        return 20000 + last;
     }
 
     /**
@@ -159,9 +211,12 @@ public interface Rendezvous extends AutoCloseable {
         return LauncherEnvironment.present(env);
     }
 
-    private static int parsePort(String v) {
+    /** The TCP port in variable {@code name}, in [1, 65535]. */
+    private static int port(Map<String, String> env, String name) {
+        String v = env.get(name);
         if (!v.trim().matches("[0-9]{1,5}") || Integer.parseInt(v.trim()) < 1 || Integer.parseInt(v.trim()) > 65535) {
-            throw new IllegalArgumentException("the rendezvous port must be in [1, 65535]; got '" + v + "'");
+            throw new EnvironmentException(name, "environment variable " + name + " must be a TCP port in [1, 65535];"
+                    + " got '" + v + "'");
         }
         return Integer.parseInt(v.trim());
     }

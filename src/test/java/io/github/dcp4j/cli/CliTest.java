@@ -358,20 +358,6 @@ class CliTest {
     }
 
     @Test
-    void reduceSplitsTheTokensSoThatItsWorkspacesTakeAtMostHalfTheInput() {
-        for (int tokens : new int[] {1, 2, 7, 64, 4096}) {
-            for (int cp : new int[] {1, 2, 8, 64}) {
-                int chunk = ReduceCommand.tokensPerCall(tokens, 16, cp, 512, DType.BF16);
-                assertTrue(chunk >= 1 && chunk <= tokens, tokens + " tokens, cp " + cp + ": " + chunk);
-                long input = (long) cp * tokens * 16 * cp * 512 * 2;
-                long workspaces = cp * new io.github.dcp4j.op.WorkspaceSpec(chunk, 16, cp, 512, DType.BF16).bytes();
-                assertTrue(chunk == 1 || workspaces <= input / 2, tokens + " tokens, cp " + cp + ": " + workspaces
-                        + " bytes of workspaces for " + input + " of input");
-            }
-        }
-    }
-
-    @Test
     void theMainJobTakesAnEngineAndWritesItsTableAsCsvAndJson() throws IOException {
         Path csv = dir.resolve("main.csv");
         Path json = dir.resolve("main.json");

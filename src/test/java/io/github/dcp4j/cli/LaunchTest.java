@@ -1,9 +1,12 @@
 package io.github.dcp4j.cli;
 
 import io.github.dcp4j.LineWatcher;
+import io.github.dcp4j.rendezvous.JobSecret;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -16,6 +19,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
@@ -279,6 +283,70 @@ class LaunchTest {
             try (Stream<Path> files = Files.list(dir)) {
                 assertEquals(0, files.count(), "no rank wrote the rendezvous directory");
             }
+        }
+    }
+
+    /**
+     * A launcher or rendezvous variable with a bad value, in a rank of each command that joins a group: a usage error
+     * (exit code 2) whose message names the variable, its value and what it may be, before the rank connects to the
+     * store or looks for a GPU; no stack trace. {@code environment} is {@code NAME=value} pairs separated by ';' (PORT
+     * stands for a listening store's port), given with a valid secret.
+     */
+    @ParameterizedTest(name = "{0}: {1}")
+    @CsvSource(delimiter = '|', quoteCharacter = '"', textBlock = """
+        ping | RANK=x;WORLD_SIZE=2;MASTER_ADDR=127.0.0.1;MASTER_PORT=PORT | dcp4j ping: error: environment variable \
+        RANK must be an integer in [0, 1] (WORLD_SIZE is 2); got 'x'
+        check | RANK=0;WORLD_SIZE=0;MASTER_ADDR=127.0.0.1;MASTER_PORT=PORT | dcp4j check: error: environment variable \
+        WORLD_SIZE must be an integer >= 1; got '0'
+        ping | RANK=1;WORLD_SIZE=4;LOCAL_RANK=3;LOCAL_WORLD_SIZE=2;MASTER_ADDR=127.0.0.1;MASTER_PORT=PORT | dcp4j \
+        ping: error: environment variable LOCAL_RANK must be an integer in [0, 1] (LOCAL_WORLD_SIZE is 2); got '3'
+        drill rank --kind kill | OMPI_COMM_WORLD_RANK=1;OMPI_COMM_WORLD_SIZE=2;OMPI_COMM_WORLD_LOCAL_SIZE=3 | \
+        error: environment variable OMPI_COMM_WORLD_LOCAL_SIZE must be an integer in [1, 2] (OMPI_COMM_WORLD_SIZE is \
+        2); got '3'
+        ping | PMI_RANK=1;PMI_SIZE=2;MPI_LOCALRANKID=one;MASTER_ADDR=127.0.0.1;MASTER_PORT=PORT | dcp4j ping: error: \
+        environment variable MPI_LOCALRANKID must be an integer in [0, 1] (PMI_SIZE is 2); got 'one'
+        ping | SLURM_PROCID=1;SLURM_NTASKS=2;SLURM_STEP_ID=0;SLURM_JOB_ID=7;SLURM_JOB_NODELIST=gpu[x-2] | dcp4j ping: \
+        error: environment variable SLURM_JOB_NODELIST must be a SLURM host list such as node[03-05,9],gpu1; got \
+        'gpu[x-2]' (range 'x')
+        check | SLURM_PROCID=1;SLURM_NTASKS=2;SLURM_STEP_ID=0;SLURM_TASKS_PER_NODE=2(x);SLURM_JOB_NODELIST=localhost \
+        | dcp4j check: error: environment variable SLURM_TASKS_PER_NODE must be comma-separated task counts, each n \
+        or n(xk) for k nodes, such as 2(x3),1; got '2(x)' (entry '2(x)')
+        ping | RANK=1;WORLD_SIZE=2;MASTER_ADDR=127.0.0.1;MASTER_PORT=port | dcp4j ping: error: environment variable \
+        MASTER_PORT must be a TCP port in [1, 65535]; got 'port'
+        --batches 1 | RANK=1;WORLD_SIZE=2;MASTER_ADDR=127.0.0.1;MASTER_PORT=PORT;DCP4J_MASTER_PORT=65536 | dcp4j: \
+        error: environment variable DCP4J_MASTER_PORT must be a TCP port in [1, 65535]; got '65536'
+        bench --ranks processes | RANK=1;WORLD_SIZE=2;MASTER_ADDR=local host;MASTER_PORT=PORT | dcp4j bench: error: \
+        environment variable MASTER_ADDR must be a host name or an IP address (1 to 253 of letters, digits, '.', \
+        '-', '_', ':', '%', '[', ']'); got 'local host'
+        soak | RANK=1;WORLD_SIZE=2;MASTER_ADDR=127.0.0.1;MASTER_PORT=PORT;TORCHELASTIC_USE_AGENT_STORE=yes | dcp4j \
+        soak: error: environment variable TORCHELASTIC_USE_AGENT_STORE must be True or False (torchrun sets it); got \
+        'yes'
+        ping | RANK=1;WORLD_SIZE=2;MASTER_ADDR=127.0.0.1;MASTER_PORT=PORT;TORCHELASTIC_USE_AGENT_STORE=True;\
+        TORCHELASTIC_RESTART_COUNT=-1 | dcp4j ping: error: environment variable TORCHELASTIC_RESTART_COUNT must be \
+        an integer >= 0 (torchrun sets it); got '-1'
+        ping | RANK=1;WORLD_SIZE=2;MASTER_ADDR=127.0.0.1;MASTER_PORT=PORT;DCP4J_JOB_ID= | dcp4j ping: error: \
+        environment variable DCP4J_JOB_ID must be a job id of 1 to 256 characters; got an empty one
+        ping | RANK=1;WORLD_SIZE=2;DCP4J_RENDEZVOUS_DIR=/nonexistent/dcp4j | dcp4j ping: error: environment variable \
+        DCP4J_RENDEZVOUS_DIR must name an existing directory that every rank can write (on a file system every node \
+        shares); got '/nonexistent/dcp4j', which does not exist
+        workspace-size --help | DCP4J_LAUNCHER_PID=0 | dcp4j: error: DCP4J_LAUNCHER_PID must be the launcher's \
+        process id, an integer >= 1 (set by `dcp4j launch`); got '0'
+        """)
+    void aBadLauncherVariableIsAUsageErrorNamingItItsValueAndWhatItMayBe(String command, String environment,
+                                                                           String message) throws Exception {
+        try (ServerSocket store = new ServerSocket(0, 50, InetAddress.getLoopbackAddress())) {
+            Map<String, String> env = new HashMap<>(Map.of("DCP4J_JOB_SECRET", JobSecret.generate()));
+            for (String pair : environment.split(";")) {
+                String[] kv = pair.split("=", 2);
+                env.put(kv[0], kv[1].replace("PORT", "" + store.getLocalPort()));
+            }
+            Run r = rankProcess(env, command.split(" "));
+            assertEquals(2, r.code(), r.out());
+            assertTrue(r.out().contains(message), r.out());
+            assertFalse(r.out().contains("\tat ") || r.out().contains("needs a GPU"), "no stack trace, no GPU: "
+                    + r.out());
+            store.setSoTimeout(100);
+            assertThrows(SocketTimeoutException.class, store::accept, "no rank connected to the store");
         }
     }
 

@@ -70,7 +70,8 @@ public final class RankSetup implements AutoCloseable {
      * @throws IllegalStateException where no GPU can be used (with the driver's reason)
      * @throws IllegalArgumentException where two ranks are on different nodes or on two GPUs not joined by NVLink
      *         ({@link GpuLinks}; every rank refuses alike)
-     * @throws io.github.dcp4j.rendezvous.EnvironmentException where DCP4J_JOB_SECRET is not set or too short (before
+     * @throws io.github.dcp4j.rendezvous.EnvironmentException where a variable of the launcher or the rendezvous is
+     *         missing or malformed, DCP4J_JOB_SECRET among them (naming it, its value and what it may be; before
      *         anything is opened)
      */
     public static RankSetup fromEnvironment(Duration timeout, Consumer<String> log) {
