@@ -145,24 +145,25 @@ def rank_env(base, a, rank, port, job, secret):
     return env
 
 
-def stop(procs):
-    """SIGTERM to each rank's process group still running, SIGKILL 5 s later."""
+def signal_running(procs, sig):
+    """Sends sig to the process group of each rank still running."""
     for p in procs:
         if p.poll() is None:
             try:
-                os.killpg(p.pid, signal.SIGTERM)
+                os.killpg(p.pid, sig)
             except ProcessLookupError:
                 pass
+
+
+def stop(procs):
+    """SIGTERM to each rank's process group still running, SIGKILL 5 s later."""
+    signal_running(procs, signal.SIGTERM)
     end = time.monotonic() + 5
     while time.monotonic() < end and any(p.poll() is None for p in procs):
         time.sleep(0.1)
+    signal_running(procs, signal.SIGKILL)
     for p in procs:
-        if p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            p.wait()
+        p.wait()
 
 
 def run_ranks(a, port, job, secret, logs):

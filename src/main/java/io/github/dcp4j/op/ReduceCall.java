@@ -149,18 +149,10 @@ public record ReduceCall(Tensor partialO, Tensor partialLse, Tensor out, int cpR
      * @throws IllegalArgumentException naming partial_o, its shape and {@link #MAX_ROWS} where the product exceeds it
      */
     private static long rowsOf(long[] oShape) {
-        int leading = oShape.length - 2;
-        for (int i = 0; i < leading; i++) {
-            if (oShape[i] == 0) {
-                return 0;
-            }
-        }
-        long rows = 1;
+        long rows;
         try {
-            for (int i = 0; i < leading; i++) {
-                rows = Math.multiplyExact(rows, oShape[i]);
-            }
-        } catch (ArithmeticException e) {
+            rows = Strides.numel(Arrays.copyOf(oShape, oShape.length - 2));
+        } catch (IllegalArgumentException e) {
             throw tooManyRows(oShape, MAX_ROWS, "more than " + Long.MAX_VALUE);
         }
         if (rows > MAX_ROWS) {

@@ -78,7 +78,7 @@ public record LauncherEnvironment(String launcher, int rank, int worldSize, int 
     private static final String TASKS_PER_NODE = "SLURM_TASKS_PER_NODE";
     private static final String NODE_ID = "SLURM_NODEID";
     /** The largest integer a variable of ranks or sizes is read as: nine digits. */
-    private static final int MAX_INTEGER = 999_999_999;
+    static final int MAX_INTEGER = 999_999_999;
 
     /**
      * Whether some launcher's rank variable is set.
@@ -194,7 +194,7 @@ public record LauncherEnvironment(String launcher, int rank, int worldSize, int 
      * The integer in variable {@code name}, in [min, max] ({@code why} says where the bounds come from); missing,
      * not an integer or outside them, it is refused naming the variable, its value and the range.
      */
-    private static int integer(Map<String, String> env, String name, int min, int max, String why) {
+    static int integer(Map<String, String> env, String name, int min, int max, String why) {
         String v = env.get(name);
         if (v == null) {
             throw new EnvironmentException(name, "environment variable " + name + " is not set");

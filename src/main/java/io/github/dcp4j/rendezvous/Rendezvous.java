@@ -167,12 +167,8 @@ public interface Rendezvous extends AutoCloseable {
 
     /** torchrun's {@code TORCHELASTIC_RESTART_COUNT}: 0 where it is not set. */
     private static int restartCount(Map<String, String> env) {
-        String v = env.getOrDefault(TORCHELASTIC_RESTART_COUNT, "0");
-        if (!v.trim().matches("[0-9]{1,9}")) {
-            throw new EnvironmentException(TORCHELASTIC_RESTART_COUNT, "environment variable "
-                    + TORCHELASTIC_RESTART_COUNT + " must be an integer >= 0 (torchrun sets it); got '" + v + "'");
-        }
-        return Integer.parseInt(v.trim());
+        return env.containsKey(TORCHELASTIC_RESTART_COUNT) ? LauncherEnvironment.integer(env,
+                TORCHELASTIC_RESTART_COUNT, 0, LauncherEnvironment.MAX_INTEGER, " (torchrun sets it)") : 0;
     }
 
     /**
