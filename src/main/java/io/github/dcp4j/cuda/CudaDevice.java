@@ -190,7 +190,8 @@ public final class CudaDevice implements AutoCloseable {
      * allocation, and {@code declaredOrdinal} to be this GPU: refused with an {@link IllegalArgumentException} that
      * names {@code argument} otherwise (host memory, a freed or foreign pointer, a span past the allocation's end,
      * another GPU than declared, memory of another GPU: the kernel reads a rank's tensors from the rank's own GPU,
-     * where no peer access needs enabling). Memory mapped in several chunks ({@code cuMemMap}) counts as one
+     * where no peer access needs enabling; memory allocated in another context than this GPU's primary context,
+     * which kernels launched in the primary context cannot address). Memory mapped in several chunks ({@code cuMemMap}) counts as one
      * allocation per chunk, so a tensor must lie inside one chunk.
      *
      * <p>The driver is asked once per allocation: an allocation that passed is remembered (up to
@@ -225,6 +226,12 @@ public final class CudaDevice implements AutoCloseable {
         if (span.deviceOrdinal() != ordinal) {
             throw new IllegalArgumentException(at + " is memory of GPU " + span.deviceOrdinal() + "; the call runs"
                     + " on " + this + ": pass each rank's tensors on its own GPU");
+        }
+        long ours = contextAddress();
+        if (span.context() != 0 && span.context() != ours) {
+            throw new IllegalArgumentException(at + " was allocated in CUDA context 0x" + Long.toHexString(
+                    span.context()) + ", not in GPU " + ordinal + "'s primary context 0x" + Long.toHexString(ours)
+                    + " that dcp4j runs in; allocate it in the primary context (as the CUDA runtime and PyTorch do)");
         }
         if (!span.contains(first, bytes)) {
             throw new IllegalArgumentException(at + " spans " + bytes + " bytes, past the end of its allocation [0x"

@@ -10,16 +10,19 @@ import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 /**
- * What the driver knows of a device address: the kind of memory, its GPU and the allocation that holds it, from one
+ * What the driver knows of a device address: the kind of memory, its GPU, its context and the allocation that holds it,
+ * from one
  * {@code cuPointerGetAttributes} call (FFM, in the libcuda JCuda uses; JCuda binds only the one-attribute form, and
  * not for every attribute). Used to refuse a caller's pointer before anything is launched with it.
  *
  * @param memoryType    {@code CUmemorytype}: {@link #DEVICE} for device memory, {@link #HOST} for pinned host memory
  * @param deviceOrdinal the GPU whose memory it is
+ * @param context       the raw {@code CUcontext} the memory was allocated in; 0 for memory that belongs to no context
+ *                      (virtual memory management mappings, as caching allocators' expandable segments make)
  * @param rangeStart    the first byte of the allocation that holds the address
  * @param rangeBytes    the allocation's size in bytes
  */
-public record DeviceSpan(int memoryType, int deviceOrdinal, long rangeStart, long rangeBytes) {
+public record DeviceSpan(int memoryType, int deviceOrdinal, long context, long rangeStart, long rangeBytes) {
     /** {@code CUmemorytype} values (cuda.h 13.0). */
     public static final int HOST = 1;
     public static final int DEVICE = 2;
@@ -27,6 +30,7 @@ public record DeviceSpan(int memoryType, int deviceOrdinal, long rangeStart, lon
     /** {@code CUpointer_attribute} values (cuda.h 13.0), in the order the attributes are asked for. */
     private static final int[] ATTRIBUTES = {
         2,   // CU_POINTER_ATTRIBUTE_MEMORY_TYPE: u32
+        1,   // CU_POINTER_ATTRIBUTE_CONTEXT: CUcontext
         9,   // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: i32
         11,  // CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: u64
         12,  // CU_POINTER_ATTRIBUTE_RANGE_SIZE: u64
@@ -76,8 +80,9 @@ public record DeviceSpan(int memoryType, int deviceOrdinal, long rangeStart, lon
             if (type == UNKNOWN) {
                 return null;
             }
-            int ordinal = values.getAtIndex(JAVA_INT, 2);
-            return new DeviceSpan(type, ordinal, values.getAtIndex(JAVA_LONG, 2), values.getAtIndex(JAVA_LONG, 3));
+            int ordinal = values.getAtIndex(JAVA_INT, 4);
+            return new DeviceSpan(type, ordinal, values.getAtIndex(JAVA_LONG, 1), values.getAtIndex(JAVA_LONG, 3),
+                    values.getAtIndex(JAVA_LONG, 4));
         }
     }
 

@@ -12,6 +12,9 @@ import io.github.dcp4j.op.DeviceTensor;
 import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.TensorView;
 import io.github.dcp4j.op.WorkspaceSpec;
+import jcuda.driver.CUcontext;
+import jcuda.driver.CUdevice;
+import jcuda.driver.CUdeviceptr;
 import jcuda.driver.CUstream;
 import jcuda.driver.CUstream_flags;
 import jcuda.driver.JCudaDriver;
@@ -28,6 +31,8 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -291,6 +296,52 @@ class DeviceTensorGpuTest {
             // a remembered allocation, freed: asked about anew, refused
             buffers.get(1).close();
             assertRefused(gpu, List.of(o.get(0), o.get(1)), lse, out, "partial_o of rank 1", "freed after use");
+        }
+    }
+
+    /** An allocation made in a context of its own, current on a thread of its own, as a library that makes one has. */
+    private record ForeignAllocation(CUcontext context, CUdeviceptr pointer) {
+    }
+
+    @Test
+    void memoryOfAnotherContextOnTheSameGpuIsRefusedBeforeAnyLaunch() throws Exception {
+        int cp = 2;
+        WorkspaceSpec spec = new WorkspaceSpec(1, 2, cp, 64, DType.BF16);
+        ExecutorService other = Executors.newSingleThreadExecutor();
+        try (Arena arena = Arena.ofShared(); CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, spec)) {
+            Tensors.Group g = Tensors.packed(arena, new SplittableRandom(46), 1, 2, cp, 64, DType.BF16, 3.0);
+            List<DeviceTensor> o = toDevice(g.partialO());
+            List<DeviceTensor> lse = toDevice(g.partialLse());
+            List<DeviceTensor> out = deviceOutputs(arena, g);
+            TensorView host = g.partialO().get(1);
+            ForeignAllocation foreign = other.submit(() -> {
+                CUdevice d = new CUdevice();
+                Cuda.check(JCudaDriver.cuDeviceGet(d, device.ordinal()), "cuDeviceGet");
+                CUcontext c = new CUcontext();
+                Cuda.check(JCudaDriver.cuCtxCreate(c, 0, d), "cuCtxCreate");
+                CUdeviceptr p = new CUdeviceptr();
+                Cuda.check(JCudaDriver.cuMemAlloc(p, host.memory().byteSize()), "cuMemAlloc");
+                return new ForeignAllocation(c, p);
+            }).get();
+            try {
+                DeviceTensor inOtherContext = new DeviceTensor(Cuda.address(foreign.pointer()), device.ordinal(),
+                        DType.BF16, host.shape(), host.strides(), 0);
+                IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                        () -> gpu.reduceAll(List.of(o.get(0), inOtherContext), lse, out, LseMode.BASE2));
+                assertTrue(e.getMessage().startsWith("partial_o of rank 1"), e.getMessage());
+                assertTrue(e.getMessage().contains("primary context"), e.getMessage());
+                assertEquals(0, gpu.epoch(0), "nothing was launched");
+            } finally {
+                other.submit(() -> {
+                    Cuda.check(JCudaDriver.cuMemFree(foreign.pointer()), "cuMemFree");
+                    Cuda.check(JCudaDriver.cuCtxDestroy(foreign.context()), "cuCtxDestroy");
+                    return null;
+                }).get();
+            }
+            gpu.reduceAll(o, lse, out, LseMode.BASE2);
+            assertBitsEqual(arena, expected(g, spec, LseMode.BASE2), out, "after the refusal");
+        } finally {
+            other.shutdown();
         }
     }
 
