@@ -365,6 +365,17 @@ public final class TornadoEngine implements LocalGroup {
     }
 
     /**
+     * TornadoVM's profiler log of the last execution (JSON: every task's kernel time, every copy).
+     *
+     * @return the log
+     * @throws IllegalStateException where the group runs without the profiler, or nothing ran yet
+     */
+    public String lastProfileLog() {
+        lastProfile();
+        return lastResult.getProfilerResult().getProfileLog();
+    }
+
+    /**
      * The call counter of {@code rank} (metadata word 0), read back from the device.
      *
      * @param rank a rank of the group
