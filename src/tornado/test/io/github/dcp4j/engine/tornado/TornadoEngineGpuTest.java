@@ -30,7 +30,8 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
- * The TornadoVM engine on a GPU: the shared conformance cases at cp 2, 4, 8 and 64 against the CPU engine (outputs
+ * The TornadoVM engine on a GPU: the shared conformance cases at cp 2, 4, 8 and 64 (or those
+ * {@code -Ddcp4j.tornado.test.cp} lists) against the CPU engine (outputs
  * bit for bit: both compute ExactMerge's arithmetic), with TornadoVM's CUDA graphs, with the example user merge (and
  * the one {@code -Ddcp4j.tornado.merge} names), a provoked timeout with its record, poison and reset. Skipped where
  * TornadoVM's runtime does not start (a JVM without TornadoVM's argument file, or no GPU).
@@ -46,8 +47,13 @@ class TornadoEngineGpuTest {
         Assumptions.assumeTrue(why == null, () -> "no TornadoVM device: " + why);
     }
 
+    /** The system property that lists the cp values of {@link #conformanceCase} (the bundle runs 64 apart). */
+    static final String CP_PROPERTY = "dcp4j.tornado.test.cp";
+
     static Stream<Arguments> conformance() {
-        return Stream.of(2, 4, 8, 64).flatMap(cp -> ConformanceCases.all().stream().map(c -> Arguments.of(cp, c)));
+        return Stream.of(System.getProperty(CP_PROPERTY, "2,4,8,64").split(",")).map(String::strip)
+                .map(Integer::parseInt)
+                .flatMap(cp -> ConformanceCases.all().stream().map(c -> Arguments.of(cp, c)));
     }
 
     @ParameterizedTest(name = "cp {0}: {1}")
