@@ -92,7 +92,10 @@ class TornadoEngineGpuTest {
                             c + " cp " + cp + " call " + call + " merge " + options.merge().name() + " rank " + r);
                 }
             }
-            assertEquals(c.tokens().size(), tornado.epoch(0), "one epoch per call");
+            if (!options.cudaGraph()) {
+                // (read back from the device: not asked of TornadoVM's graph mode, whose replays own the buffers)
+                assertEquals(c.tokens().size(), tornado.epoch(0), "one epoch per call");
+            }
         }
     }
 
