@@ -93,7 +93,7 @@ class TornadoEngineGpuTest {
                 }
             }
             if (!options.cudaGraph()) {
-                // (read back from the device: not asked of TornadoVM's graph mode, whose replays own the buffers)
+                // an under-demand read-back, asked outside TornadoVM's graph mode only (its replays are checked by outputs)
                 assertEquals(c.tokens().size(), tornado.epoch(0), "one epoch per call");
             }
         }
