@@ -35,8 +35,8 @@ public final class Engines {
         /** Every rank in one launch on GPU 0 (loopback). */
         CUDA("cuda"),
         /**
-         * The TornadoVM engine: the {@link GroupProvider} named {@code tornado}, in the tornado jar, run with TornadoVM's
-         * argument file (tornado-config/); refused with the reason where either is missing.
+         * The TornadoVM engine: the {@link GroupProvider} named {@code tornado}, in the tornado jar, run with
+         * TornadoVM's argument file (tornado-config/); refused with the reason where either is missing.
          */
         TORNADO("tornado");
 

@@ -50,7 +50,8 @@ public final class ExampleMerges {
                     bits = oIn.get(index.get(p.get(MergeTasks.P_SLICE_INDEX) + dr * cp + dst) + e) & 0xFFFF;
                 } else {
                     int line = k / MergeTasks.LINE_DATA_WORDS;
-                    long word = ws.get(MergeTasks.dataLine(p, dst, slot, s, row, line) + k - line * MergeTasks.LINE_DATA_WORDS);
+                    long word = ws.get(MergeTasks.dataLine(p, dst, slot, s, row, line) + k
+                            - line * MergeTasks.LINE_DATA_WORDS);
                     bits = (int) ((word >>> (16 * (e - 4 * k))) & 0xFFFF);
                 }
                 acc = MergeTasks.fma32(w.get(dr * cp + s), MergeTasks.decodeHalf(bits, bf16, t), acc);

@@ -329,7 +329,8 @@ public final class TornadoEngine implements LocalGroup {
 
     @Override
     public String description() {
-        return cpSize() + " ranks in one TornadoVM task graph on " + TornadoExecutionPlan.DEFAULT_DEVICE.getDeviceName() + ", merge " + options.merge().name()
+        return cpSize() + " ranks in one TornadoVM task graph on " + TornadoExecutionPlan.DEFAULT_DEVICE.getDeviceName()
+                + ", merge " + options.merge().name()
                 + (options.cudaGraph() ? ", CUDA graph" : "");
     }
 

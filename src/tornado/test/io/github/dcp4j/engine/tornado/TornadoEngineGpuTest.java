@@ -93,7 +93,7 @@ class TornadoEngineGpuTest {
                 }
             }
             if (!options.cudaGraph()) {
-                // an under-demand read-back, asked outside TornadoVM's graph mode only (its replays are checked by outputs)
+                // an under-demand read-back, asked outside TornadoVM's graph mode only (replays: checked by outputs)
                 assertEquals(c.tokens().size(), tornado.epoch(0), "one epoch per call");
             }
         }
