@@ -8,6 +8,7 @@ import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.TensorView;
 import io.github.dcp4j.op.WorkspaceSpec;
 import io.github.dcp4j.reference.ConformanceCases;
+import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
@@ -19,7 +20,9 @@ import org.junit.jupiter.params.provider.MethodSource;
 
 import java.lang.foreign.Arena;
 import java.time.Duration;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
@@ -33,7 +36,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * The TornadoVM engine on a GPU: the shared conformance cases at cp 2, 4, 8 and 64 (or those
  * {@code -Ddcp4j.tornado.test.cp} lists) against the CPU engine (outputs
  * bit for bit: both compute ExactMerge's arithmetic), with TornadoVM's CUDA graphs, with the example user merge (and
- * the one {@code -Ddcp4j.tornado.merge} names), a provoked timeout with its record, poison and reset. Skipped where
+ * the one {@code -Ddcp4j.tornado.merge} names), a provoked timeout with its record, poison and reset. The cases of one
+ * spec share a group, so they also run one after the other on one set of workspaces. Skipped where
  * TornadoVM's runtime does not start (a JVM without TornadoVM's argument file, or no GPU).
  */
 @Tag("gpu")
@@ -80,9 +84,51 @@ class TornadoEngineGpuTest {
         }
     }
 
+    /** A group per spec and options: the cases of both LSE modes share one (TornadoVM compiles once per group). */
+    private record GroupKey(WorkspaceSpec spec, String merge, boolean cudaGraph) {
+    }
+
+    /** The groups of the latest cases, the least recently used closed beyond {@link #OPEN_GROUPS}. */
+    private static final Map<GroupKey, TornadoEngine> GROUPS = new LinkedHashMap<>(16, 0.75f, true);
+    private static final int OPEN_GROUPS = 4;
+
+    @AfterAll
+    static void closeGroups() {
+        GROUPS.values().forEach(TornadoEngine::close);
+        GROUPS.clear();
+    }
+
+    private static TornadoEngine group(WorkspaceSpec spec, TornadoEngine.Options options) {
+        GroupKey key = new GroupKey(spec, options.merge().name(), options.cudaGraph());
+        TornadoEngine engine = GROUPS.get(key);
+        if (engine == null) {
+            if (GROUPS.size() == OPEN_GROUPS) {
+                GroupKey eldest = GROUPS.keySet().iterator().next();
+                GROUPS.remove(eldest).close();
+            }
+            engine = TornadoEngine.open(spec, TIMEOUT, options);
+            GROUPS.put(key, engine);
+        }
+        return engine;
+    }
+
     private static void runCase(int cp, ConformanceCases.Case c, TornadoEngine.Options options) {
-        try (Arena arena = Arena.ofShared(); CpuEngine cpu = CpuEngine.open(c.spec(cp));
-             TornadoEngine tornado = TornadoEngine.open(c.spec(cp), TIMEOUT, options)) {
+        try {
+            runCase(cp, c, options, group(c.spec(cp), options));
+        } catch (RuntimeException | AssertionError e) {
+            // a failed case leaves its group in an unknown state (poisoned, say): the next case gets a fresh one
+            TornadoEngine failed = GROUPS.remove(new GroupKey(c.spec(cp), options.merge().name(), options.cudaGraph()));
+            if (failed != null) {
+                failed.close();
+            }
+            throw e;
+        }
+    }
+
+    private static void runCase(int cp, ConformanceCases.Case c, TornadoEngine.Options options,
+                                TornadoEngine tornado) {
+        int epochBefore = options.cudaGraph() ? 0 : tornado.epoch(0);
+        try (Arena arena = Arena.ofShared(); CpuEngine cpu = CpuEngine.open(c.spec(cp))) {
             for (int call = 0; call < c.tokens().size(); call++) {
                 Tensors.Group g = Tensors.of(c.inputs(arena, ConformanceCases.SEED, cp, call));
                 List<TensorView> expected = cpu.reduceAll(g.partialO(), g.partialLse(), c.mode());
@@ -94,7 +140,7 @@ class TornadoEngineGpuTest {
             }
             if (!options.cudaGraph()) {
                 // an under-demand read-back, asked outside TornadoVM's graph mode only (replays: checked by outputs)
-                assertEquals(c.tokens().size(), tornado.epoch(0), "one epoch per call");
+                assertEquals(epochBefore + c.tokens().size(), tornado.epoch(0), "one epoch per call");
             }
         }
     }
