@@ -28,7 +28,7 @@ import java.util.SplittableRandom;
  * {@code execute()}: the inputs' copy to the GPU, six kernels, the outputs' copy back; median of samples, each the
  * mean of {@code calls} back-to-back calls) and, from TornadoVM's profiler in a second group, the device time of the
  * graph's kernels, of the copies in and out, and TornadoVM's own total. Every row first checks its outputs against the
- * CPU engine bit for bit.
+ * CPU engine bit for bit. A row that fails is reported and the others still run; the exit status is then 1.
  *
  * <pre>TornadoBench [--batches=1,16,256] [--samples=20] [--calls=20] [--csv=FILE] [--profile-log=FILE]</pre>
  * The merge is the one {@code -Ddcp4j.tornado.merge} names (the engine's own by default).
@@ -90,6 +90,7 @@ public final class TornadoBench {
         out.println(HEADER);
         List<String> lines = new ArrayList<>(List.of(HEADER));
         StringBuilder profiles = new StringBuilder();
+        int failed = 0;
         for (int batch : batches) {
             for (boolean cudaGraph : new boolean[] {false, true}) {
                 try {
@@ -99,6 +100,7 @@ public final class TornadoBench {
                 } catch (RuntimeException e) {
                     out.printf("# batch %d cuda_graph %b failed: %s%n", batch, cudaGraph, e);
                     e.printStackTrace(out);
+                    failed++;
                 }
                 out.flush();
             }
@@ -108,6 +110,10 @@ public final class TornadoBench {
         }
         if (profileLog != null) {
             Files.writeString(profileLog, profiles);
+        }
+        if (failed > 0) {
+            out.printf("# %d row(s) failed%n", failed);
+            System.exit(1);
         }
     }
 
