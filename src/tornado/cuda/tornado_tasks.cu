@@ -1,8 +1,8 @@
-// The TornadoVM engine's prebuilt PTX tasks: what its Java tasks cannot express. `ll128_send` stores the row slices
-// as LL128 lines, one warp-wide 16-byte-per-lane volatile store per 4 lines with the flag in the same store;
-// `ll128_receive` polls every line a destination expects with volatile loads, bounded by a %globaltimer deadline, and
-// on a timeout leaves the record the other engines leave (docs/TORNADO.md). scripts/build-tornado-ptx compiles this
-// file to PTX for TornadoVM's header (ISA 7.6, sm_86) and the engine renames each entry as TornadoVM names it.
+// The TornadoVM engine's prebuilt PTX task: what its Java tasks cannot express. `ll128_exchange` stores the row
+// slices as LL128 lines, one warp-wide 16-byte-per-lane volatile store per 4 lines with the flag in the same store,
+// then polls every line a destination expects with volatile loads, bounded by a %globaltimer deadline, and on a
+// timeout leaves the record the other engines leave (docs/TORNADO.md). scripts/build-tornado-ptx compiles this file
+// to PTX for TornadoVM's header (ISA 7.6, sm_86) and the engine renames the entry as TornadoVM names it.
 //
 // TornadoVM passes a prebuilt kernel the kernel-context pointer, then one u64 per argument: an array's is the start
 // of its device buffer, whose data begin kArrayHeader bytes later. Every index below is a long (u64) or element index
@@ -111,29 +111,39 @@ __device__ void giveUp(const Layout& l, int dst, int src, int row, int line, int
 
 }  // namespace
 
-// One warp per (source, row, destination, line group): the group's 4 lines in one warp-wide store (lane part 7's
-// second word is the flag), then lane 0 stores the group's LSE line. Sources whose senders[] entry is 0 send nothing
-// (the timeout tests' missing rank). Grid-stride over the items: the launch grid is fixed per graph.
-extern "C" __global__ void ll128_send(const void* /* kernel context */, void* params, void* workspaces, void* partialO,
-                                      void* partialLse, void* index, void* senders, void* status) {
+// The exchange of one call, one kernel: every thread first stores its share of the lines (one warp per (source, row,
+// destination, line group): the group's 4 lines in one warp-wide store, lane part 7's second word the flag, then lane
+// 0 the group's LSE line; sources whose senders[] entry is 0 send nothing, the timeout test's missing rank), then
+// polls its share of the lines every destination expects (one thread per (destination, row, source): bounded volatile
+// polls of every data line's flag word and every LSE line, the deadline kPTimeoutMicros after the thread's first
+// poll). A wait that gives up leaves the timeout record, the poisoned bit, failed[dst * rows + row] and the status
+// word. Grid-stride over the items: the launch grid is fixed per graph, and no larger than what is resident at once
+// (the engine launches a few blocks per SM), so every sender runs while receivers poll. One kernel rather than a send
+// and a receive task: TornadoVM 5.2.1 gives every prebuilt task of a graph the installed code of the graph's first
+// task, so a graph holds one prebuilt task, and it comes first.
+extern "C" __global__ void ll128_exchange(const void* /* kernel context */, void* params, void* workspaces,
+                                          void* partialO, void* partialLse, void* index, void* senders, void* failed,
+                                          void* status) {
     const Layout l{data<const int>(params), data<uint64_t>(workspaces)};
-    if (!aligned(l, data<int>(status))) {
+    int* st = data<int>(status);
+    if (!aligned(l, st)) {
         return;
     }
+    const int cp = l.cp();
+    const int rows = l.rows();
+    const long long threads = static_cast<long long>(gridDim.x) * blockDim.x;
+    const long long first = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+
     const uint16_t* o = data<const uint16_t>(partialO);
     const float* lse = data<const float>(partialLse);
     const int* idx = data<const int>(index);
     const int* sends = data<const int>(senders);
-    const int cp = l.cp();
-    const int rows = l.rows();
     const int groups = l.groups();
     const int words = l.p[kPDataWords];
     const int lane = threadIdx.x & 31;
     const int part = lane & 7;
-    const long long warps = (static_cast<long long>(gridDim.x) * blockDim.x) >> 5;
-    const long long items = static_cast<long long>(cp) * rows * cp * groups;
-    for (long long item = (static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; item < items;
-         item += warps) {
+    const long long sendItems = static_cast<long long>(cp) * rows * cp * groups;
+    for (long long item = first >> 5; item < sendItems; item += threads >> 5) {
         const int group = static_cast<int>(item % groups);
         long long rest = item / groups;
         const int dst = static_cast<int>(rest % cp);
@@ -160,26 +170,11 @@ extern "C" __global__ void ll128_send(const void* /* kernel context */, void* pa
             ptx::st_volatile_lse_line(l.lseLine(dst, slot, src, row, group), bits, lseFlag(epoch));
         }
     }
-}
 
-// One thread per (destination, row, source): bounded volatile polls of every data line's flag word and every LSE
-// line the source sends to the destination's row, the deadline kPTimeoutMicros after the thread's first poll. A wait
-// that gives up leaves the timeout record, the poisoned bit, failed[dst * rows + row] and the status word.
-extern "C" __global__ void ll128_receive(const void* /* kernel context */, void* params, void* workspaces,
-                                         void* failed, void* status) {
-    const Layout l{data<const int>(params), data<uint64_t>(workspaces)};
-    int* st = data<int>(status);
-    if (!aligned(l, st)) {
-        return;
-    }
     int* fail = data<int>(failed);
-    const int cp = l.cp();
-    const int rows = l.rows();
     const uint64_t timeoutNs = static_cast<uint64_t>(l.p[kPTimeoutMicros]) * 1000;
-    const long long items = static_cast<long long>(cp) * rows * cp;
-    const long long threads = static_cast<long long>(gridDim.x) * blockDim.x;
-    for (long long item = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; item < items;
-         item += threads) {
+    const long long receiveItems = static_cast<long long>(cp) * rows * cp;
+    for (long long item = first; item < receiveItems; item += threads) {
         const int src = static_cast<int>(item % cp);
         const int dr = static_cast<int>(item / cp);
         const int dst = dr / rows;
@@ -203,7 +198,7 @@ extern "C" __global__ void ll128_receive(const void* /* kernel context */, void*
             }
         }
         const uint32_t lf = lseFlag(epoch);
-        for (int group = 0; ok && group < l.groups(); group++) {
+        for (int group = 0; ok && group < groups; group++) {
             const uint64_t* line = l.lseLine(dst, slot, src, row, group);
             for (uint4 v = ptx::ld_volatile_lse_line(line); v.y != lf || v.w != lf;
                  v = ptx::ld_volatile_lse_line(line)) {

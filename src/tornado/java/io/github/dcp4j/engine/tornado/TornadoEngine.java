@@ -43,8 +43,8 @@ import java.util.Objects;
 /**
  * The TornadoVM engine in loopback: every cp rank of a group on one GPU, their workspaces, inputs and outputs in
  * TornadoVM arrays ({@link GraphArrays}), one call one {@code execute()} of a task graph built once for the group's
- * workspace spec. The graph's tasks, in stream order: {@code send} and {@code receive} (prebuilt PTX from
- * src/tornado/cuda/tornado_tasks.cu: the LL128 line stores and the bounded polls), then {@code weights}, {@code
+ * workspace spec. The graph's tasks, in stream order: {@code exchange} (prebuilt PTX from
+ * src/tornado/cuda/tornado_tasks.cu: the LL128 line stores, then the bounded polls), then {@code weights}, {@code
  * merge} (the engine's own or a {@link MergeVariant}), {@code clear} and {@code advance} ({@link MergeTasks}, Java
  * compiled by TornadoVM). Every launch has a fixed grid that strides over the call's rows, so one graph (and one CUDA
  * graph, with {@link Options#cudaGraph()}) serves calls of every row count up to the spec's.
@@ -68,7 +68,9 @@ public final class TornadoEngine implements LocalGroup {
     static final int BLOCK_THREADS = 128;
     /** Most threads of one task's grid: larger calls stride (4096 blocks keep every SM of a Hopper GPU busy). */
     static final int MAX_GRID_THREADS = 4096 * BLOCK_THREADS;
-    /** Threads of a warp: the send task's unit. */
+    /** Blocks of the exchange per SM: all resident at once, as the exchange's polls need. */
+    static final int EXCHANGE_BLOCKS_PER_SM = 2;
+    /** Threads of a warp: the send's unit. */
     private static final int WARP = 32;
 
     /**
@@ -185,8 +187,8 @@ public final class TornadoEngine implements LocalGroup {
     }
 
     /**
-     * The prebuilt tasks' PTX in a file, each entry named as TornadoVM names the entry of a prebuilt task of this
-     * graph ({@link #entryName}).
+     * The prebuilt task's PTX in a file, its entry named as TornadoVM names the entry of this graph's prebuilt task
+     * ({@link #entryName}).
      */
     private static Path writePtx() {
         String text;
@@ -199,8 +201,7 @@ public final class TornadoEngine implements LocalGroup {
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
-        text = renameEntry(text, "ll128_send", entryName("send", "ll128_send", Prebuilt.SEND_ARGS));
-        text = renameEntry(text, "ll128_receive", entryName("receive", "ll128_receive", Prebuilt.RECEIVE_ARGS));
+        text = renameEntry(text, Prebuilt.ENTRY, entryName(Prebuilt.TASK, Prebuilt.ENTRY, Prebuilt.ARGS));
         try {
             Path file = Files.createTempFile("dcp4j-tornado-", ".ptx");
             Files.writeString(file, text, StandardCharsets.US_ASCII);
@@ -237,34 +238,25 @@ public final class TornadoEngine implements LocalGroup {
         return b.toString().replace("uk_ac_manchester_tornado_api_types_", "").toLowerCase(Locale.ROOT);
     }
 
-    /** The prebuilt tasks' arguments: their classes (for the entry names) and their accessors. */
+    /**
+     * The graph's one prebuilt task, {@code exchange} (the LL128 send and the bounded receive in one kernel), its
+     * arguments' classes (for the entry name) and accessors. One prebuilt task, and the graph's first: TornadoVM 5.2.1
+     * finds a prebuilt task's installed code at the graph's first task's place (its local task index of a prebuilt
+     * task is always 0), so a second prebuilt task would launch the first one's kernel.
+     */
     private static final class Prebuilt {
-        static final List<Class<?>> SEND_ARGS = List.of(
-                IntArray.class,
-                LongArray.class,
-                ShortArray.class,
-                FloatArray.class,
-                IntArray.class,
-                IntArray.class,
-                IntArray.class);
-        static final List<Class<?>> RECEIVE_ARGS = List.of(
-                IntArray.class,
-                LongArray.class,
-                IntArray.class,
-                IntArray.class);
+        static final String TASK = "exchange";
+        static final String ENTRY = "ll128_exchange";
+        static final List<Class<?>> ARGS = List.of(IntArray.class, LongArray.class, ShortArray.class,
+                FloatArray.class, IntArray.class, IntArray.class, IntArray.class, IntArray.class);
 
         private Prebuilt() {
         }
 
-        static AccessorParameters send(GraphArrays a) {
-            return accessors(new Object[] {a.params, a.ws, a.oIn, a.lseIn, a.index, a.senders, a.status},
+        static AccessorParameters exchange(GraphArrays a) {
+            return accessors(new Object[] {a.params, a.ws, a.oIn, a.lseIn, a.index, a.senders, a.failed, a.status},
                     new Access[] {Access.READ_ONLY, Access.READ_WRITE, Access.READ_ONLY, Access.READ_ONLY,
-                        Access.READ_ONLY, Access.READ_ONLY, Access.READ_WRITE});
-        }
-
-        static AccessorParameters receive(GraphArrays a) {
-            return accessors(new Object[] {a.params, a.ws, a.failed, a.status},
-                    new Access[] {Access.READ_ONLY, Access.READ_WRITE, Access.READ_WRITE, Access.READ_WRITE});
+                        Access.READ_ONLY, Access.READ_ONLY, Access.READ_WRITE, Access.READ_WRITE});
         }
 
         private static AccessorParameters accessors(Object[] arrays, Access[] access) {
@@ -285,8 +277,7 @@ public final class TornadoEngine implements LocalGroup {
         TaskGraph graph = new TaskGraph(GRAPH)
                 .transferToDevice(DataTransferMode.FIRST_EXECUTION, a.ws, a.tables, a.weights, a.failed, a.status)
                 .transferToDevice(DataTransferMode.EVERY_EXECUTION, a.params, a.oIn, a.lseIn, a.index, a.senders)
-                .prebuiltTask("send", "ll128_send", ptx.toString(), Prebuilt.send(a))
-                .prebuiltTask("receive", "ll128_receive", ptx.toString(), Prebuilt.receive(a))
+                .prebuiltTask(Prebuilt.TASK, Prebuilt.ENTRY, ptx.toString(), Prebuilt.exchange(a))
                 .task("weights", MergeTasks::weights, a.params, a.ws, a.lseIn, a.index, a.weights, a.tables)
                 .task("merge", options.merge().merge(), a.params, a.ws, a.oIn, a.index, a.weights, a.failed, a.out,
                         a.tables)
@@ -295,8 +286,7 @@ public final class TornadoEngine implements LocalGroup {
                 .transferToHost(DataTransferMode.EVERY_EXECUTION, a.out, a.status)
                 .transferToHost(DataTransferMode.UNDER_DEMAND, a.ws);
         GridScheduler grids = new GridScheduler();
-        grids.addWorkerGrid(GRAPH + ".send", grid((long) cp * rows * cp * row.lineGroups() * WARP));
-        grids.addWorkerGrid(GRAPH + ".receive", grid((long) cp * rows * cp));
+        grids.addWorkerGrid(GRAPH + "." + Prebuilt.TASK, exchangeGrid((long) cp * rows * cp * row.lineGroups() * WARP));
         grids.addWorkerGrid(GRAPH + ".weights", grid((long) cp * rows));
         grids.addWorkerGrid(GRAPH + ".merge", grid((long) cp * rows * row.dataWords() * 4));
         grids.addWorkerGrid(GRAPH + ".clear", grid((long) cp * cp * rows));
@@ -312,6 +302,20 @@ public final class TornadoEngine implements LocalGroup {
         this.plan = p;
         this.lastResult = null;
         this.loaded = null;
+    }
+
+    /**
+     * The exchange's grid: enough threads for {@code work} (its send's), at most {@link #EXCHANGE_BLOCKS_PER_SM} blocks
+     * per SM of TornadoVM's device, so that every block is resident at once and every sender runs while receivers
+     * poll (a block of 128 threads with the kernel's few registers: many more fit on an SM).
+     */
+    private static WorkerGrid1D exchangeGrid(long work) {
+        int sms = TornadoExecutionPlan.DEFAULT_DEVICE.getPhysicalDevice().getDeviceMaxComputeUnits();
+        long blocks = Math.min((long) Math.max(sms, 1) * EXCHANGE_BLOCKS_PER_SM, Math.ceilDiv(Math.max(work, 1),
+                BLOCK_THREADS));
+        WorkerGrid1D g = new WorkerGrid1D((int) (blocks * BLOCK_THREADS));
+        g.setLocalWork(BLOCK_THREADS, 1, 1);
+        return g;
     }
 
     /** A fixed grid for {@code work} items (threads): whole blocks, at most {@link #MAX_GRID_THREADS}. */

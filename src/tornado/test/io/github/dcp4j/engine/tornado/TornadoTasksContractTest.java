@@ -66,13 +66,13 @@ class TornadoTasksContractTest {
         }
     }
 
-    /** TornadoVM's own example (its README): graph s1, task t0, entry add over three IntArrays. */
+    /** As TornadoVM's PTXCodeUtil.buildKernelName spells it: graph_task_entry, then each argument's array class. */
     @Test
     void entryNamesAreTornadoVmsKernelNames() {
-        String name = TornadoEngine.entryName("send", "ll128_send", List.of(
+        String name = TornadoEngine.entryName("exchange", "ll128_exchange", List.of(
                 uk.ac.manchester.tornado.api.types.arrays.IntArray.class,
                 uk.ac.manchester.tornado.api.types.arrays.LongArray.class));
-        assertEquals("dcp4j_send_ll128_send_arrays_intarray_arrays_longarray", name);
+        assertEquals("dcp4j_exchange_ll128_exchange_arrays_intarray_arrays_longarray", name);
     }
 
     @Test
