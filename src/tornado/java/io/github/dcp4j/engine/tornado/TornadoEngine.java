@@ -333,8 +333,9 @@ public final class TornadoEngine implements LocalGroup {
 
     @Override
     public String description() {
-        return cpSize() + " ranks in one TornadoVM task graph on " + TornadoExecutionPlan.DEFAULT_DEVICE.getDeviceName()
-                + ", merge " + options.merge().name()
+        return cpSize() + " ranks in one TornadoVM task graph on "
+                + TornadoExecutionPlan.DEFAULT_DEVICE.getPhysicalDevice().getDeviceName() + ", merge "
+                + options.merge().name()
                 + (options.cudaGraph() ? ", CUDA graph" : "");
     }
 
