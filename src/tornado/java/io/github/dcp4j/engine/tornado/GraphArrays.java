@@ -38,7 +38,7 @@ final class GraphArrays {
     final IntArray failed;
     final ShortArray out;
     final DoubleArray tables = MergeTasks.tables(WeightExp.taylorCoefficients());
-    /** Word 0: a {@code MergeTasks.STATUS_*} value once a task gave up (the prebuilt tasks set it). */
+    /** Word 0: a {@code MergeTasks.STATUS_*} value once a task gave up (the prebuilt exchange task sets it). */
     final IntArray status = new IntArray(1);
     /** Per source rank: 1 where it sends (every rank, except where a timeout test leaves one out). */
     final IntArray senders;

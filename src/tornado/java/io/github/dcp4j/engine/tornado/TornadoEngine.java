@@ -58,11 +58,11 @@ import java.util.Objects;
 public final class TornadoEngine implements LocalGroup {
     /** The engine's name, as {@code --engine} spells it. */
     public static final String NAME = "tornado";
-    /** The task graph's name: the prebuilt tasks' entry names begin with it. */
+    /** The task graph's name: the prebuilt task's entry name begins with it. */
     static final String GRAPH = "dcp4j";
-    /** The prebuilt tasks' PTX, built by scripts/build-tornado-ptx into the tornado jar. */
+    /** The prebuilt task's PTX, built by scripts/build-tornado-ptx into the tornado jar. */
     static final String PTX_RESOURCE = "tornado_tasks.ptx";
-    /** TornadoNativeArray.ARRAY_HEADER the prebuilt tasks are compiled for (tornado_tasks.cu's kArrayHeader). */
+    /** TornadoNativeArray.ARRAY_HEADER the prebuilt task is compiled for (tornado_tasks.cu's kArrayHeader). */
     static final long ARRAY_HEADER = 16;
     /** Threads per block of every task. */
     static final int BLOCK_THREADS = 128;
@@ -146,7 +146,7 @@ public final class TornadoEngine implements LocalGroup {
      * @param options the merge, CUDA graphs, the profiler
      * @return the group; close it to free its device memory
      * @throws IllegalStateException where TornadoVM's runtime does not start here, its array header is not the one
-     *         the prebuilt tasks are compiled for, or the tornado jar holds no PTX (naming why)
+     *         the prebuilt task is compiled for, or the tornado jar holds no PTX (naming why)
      */
     public static TornadoEngine open(WorkspaceSpec spec, Duration timeout, Options options) {
         Objects.requireNonNull(spec, "spec");
@@ -161,7 +161,7 @@ public final class TornadoEngine implements LocalGroup {
         }
         if (TornadoNativeArray.ARRAY_HEADER != ARRAY_HEADER) {
             throw new IllegalStateException("TornadoVM's array header is " + TornadoNativeArray.ARRAY_HEADER
-                    + " bytes (tornado.panama.objectHeader); the tornado engine's PTX tasks are built for "
+                    + " bytes (tornado.panama.objectHeader); the tornado engine's PTX task is built for "
                     + ARRAY_HEADER);
         }
         return new TornadoEngine(spec, timeout, options, writePtx());
