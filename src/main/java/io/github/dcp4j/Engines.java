@@ -18,8 +18,9 @@ import java.util.function.Consumer;
 /**
  * Opens the op's engines by name, as the CLI does: a group of every rank in this process ({@link #openGroup}), or
  * this process as one rank of a multi-process group from its environment ({@link #openRank}). An engine outside this
- * jar is found at run time as a {@link GroupProvider}: {@code tornado} names the TornadoVM engine, of which no
- * provider exists yet (docs/TORNADO.md), so that choice is refused with the reason.
+ * jar is found at run time as a {@link GroupProvider}: {@code tornado} names the TornadoVM engine, whose provider is in
+ * the tornado jar (docs/TORNADO.md); where that jar or TornadoVM's runtime is missing, the choice is refused with the
+ * reason.
  */
 public final class Engines {
     private Engines() {
@@ -34,9 +35,8 @@ public final class Engines {
         /** Every rank in one launch on GPU 0 (loopback). */
         CUDA("cuda"),
         /**
-         * The TornadoVM engine: the {@link GroupProvider} named {@code tornado}, where one is on the class path. dcp4j
-         * has none yet (the tornado profile builds and tests the engine's Java tasks, not the engine; docs/TORNADO.md),
-         * so this choice is refused with that reason.
+         * The TornadoVM engine: the {@link GroupProvider} named {@code tornado}, in the tornado jar, run with
+         * TornadoVM's argument file (tornado-config/); refused with the reason where either is missing.
          */
         TORNADO("tornado");
 
@@ -94,8 +94,8 @@ public final class Engines {
         return switch (choice) {
             case CPU -> new Resolved(Choice.CPU, "asked for");
             case CUDA -> new Resolved(Choice.CUDA, a.available() ? "asked for" : "asked for, but " + a.reason());
-            case TORNADO -> new Resolved(Choice.TORNADO, provider(Choice.TORNADO).isPresent() ? "asked for"
-                    : "asked for, but " + notOnClassPath(Choice.TORNADO));
+            case TORNADO -> new Resolved(Choice.TORNADO, unavailable(Choice.TORNADO)
+                    .map(why -> "asked for, but " + why).orElse("asked for"));
             case AUTO -> a.available()
                     ? new Resolved(Choice.CUDA, "a CUDA driver and " + a.deviceCount() + " GPU(s) are present")
                     : new Resolved(Choice.CPU, "no GPU engine here: " + a.reason());
@@ -110,14 +110,18 @@ public final class Engines {
      * @param timeout how long a rank waits for a peer's line before the call fails
      * @return the group; close it to free its workspaces
      * @throws IllegalStateException where {@code cuda} is asked for and no GPU can be used, or {@code tornado} and
-     *         no provider of it is on the class path (with the reason)
+     *         its provider or TornadoVM's runtime is missing (with the reason)
      */
     public static LocalGroup openGroup(Choice choice, WorkspaceSpec spec, Duration timeout) {
         return switch (resolve(choice).engine()) {
             case CUDA -> CudaLoopbackEngine.open(0, spec, timeout);
-            case TORNADO -> provider(Choice.TORNADO)
-                    .orElseThrow(() -> new IllegalStateException(notOnClassPath(Choice.TORNADO)))
-                    .open(spec, timeout);
+            case TORNADO -> {
+                Optional<String> why = unavailable(Choice.TORNADO);
+                if (why.isPresent()) {
+                    throw new IllegalStateException(cannotRun(Choice.TORNADO, why.get()));
+                }
+                yield provider(Choice.TORNADO).orElseThrow().open(spec, timeout);
+            }
             default -> CpuEngine.open(spec, timeout);
         };
     }
@@ -130,10 +134,16 @@ public final class Engines {
                 .findFirst();
     }
 
-    private static String notOnClassPath(Choice choice) {
-        return "the " + choice.spelling() + " engine is not on the class path: no GroupProvider named "
-                + choice.spelling() + " was found, and dcp4j has no TornadoVM engine yet (the tornado profile builds"
-                + " its Java tasks, not the engine; docs/TORNADO.md)";
+    /** Why the engine {@code choice} names cannot run here: its provider missing, or the provider's reason. */
+    private static Optional<String> unavailable(Choice choice) {
+        return provider(choice).map(GroupProvider::unavailableReason).orElseGet(() -> Optional.of(
+                "no GroupProvider named " + choice.spelling() + " is on the class path (put the tornado jar,"
+                        + " target/dcp4j-<version>-tornado.jar, on it and run with TornadoVM's argument file:"
+                        + " tornado-config/README.md)"));
+    }
+
+    private static String cannotRun(Choice choice, String why) {
+        return "the " + choice.spelling() + " engine cannot run here: " + why;
     }
 
     /**

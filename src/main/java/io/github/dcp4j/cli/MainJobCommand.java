@@ -28,8 +28,9 @@ final class MainJobCommand {
 
     @Option(names = "--engine", defaultValue = "auto", converter = EngineChoiceConverter.class,
             paramLabel = "auto|cpu|cuda|tornado", description = "Engine of the main job: auto (CUDA where a GPU and"
-                    + " driver are present, else CPU; the reason is printed), cpu, cuda or tornado (a TornadoVM engine"
-                    + " on the class path; dcp4j has none yet, so it is refused with the reason); default"
+                    + " driver are present, else CPU; the reason is printed), cpu, cuda or tornado (the TornadoVM"
+                    + " engine: the tornado jar on the class path, TornadoVM's argument file; else refused with the"
+                    + " reason); default"
                     + " ${DEFAULT-VALUE}.")
     Engines.Choice engine;
 

@@ -36,9 +36,9 @@ final class ReduceCommand implements java.util.concurrent.Callable<Integer> {
 
     @Option(names = "--engine", defaultValue = "auto", converter = EngineChoiceConverter.class,
             description = "Engine: auto (default: cuda where a GPU and driver are present, else cpu, as the main job),"
-                    + " cpu, cuda (the GPU, all ranks in loopback) or tornado (a TornadoVM engine on the class path;"
-                    + " dcp4j has none yet, so it is refused with the reason). cpu and cuda give the same outputs bit"
-                    + " for bit.")
+                    + " cpu, cuda (the GPU, all ranks in loopback) or tornado (the TornadoVM engine: the tornado jar"
+                    + " on the class path, TornadoVM's argument file; else refused with the reason). cpu and cuda"
+                    + " give the same outputs bit for bit; tornado's GPU tests check it against cpu the same way.")
     Engines.Choice engine;
 
     @Option(names = "--timeout", defaultValue = "10s", converter = DurationConverter.class,

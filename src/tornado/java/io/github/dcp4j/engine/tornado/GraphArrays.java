@@ -17,6 +17,7 @@ import uk.ac.manchester.tornado.api.types.arrays.ShortArray;
 import uk.ac.manchester.tornado.api.types.arrays.TornadoNativeArray;
 
 import java.lang.foreign.MemorySegment;
+import java.time.Duration;
 import java.util.List;
 
 /**
@@ -37,8 +38,10 @@ final class GraphArrays {
     final IntArray failed;
     final ShortArray out;
     final DoubleArray tables = MergeTasks.tables(WeightExp.taylorCoefficients());
-    /** Word 0: {@link Ll128#STATUS_FAILED} once a wait gave up (the receive task sets it; the host clears it). */
+    /** Word 0: a {@code MergeTasks.STATUS_*} value once a task gave up (the prebuilt exchange task sets it). */
     final IntArray status = new IntArray(1);
+    /** Per source rank: 1 where it sends (every rank, except where a timeout test leaves one out). */
+    final IntArray senders;
 
     final int cp;
     final int maxRows;
@@ -69,10 +72,12 @@ final class GraphArrays {
         this.index = new IntArray(fitInt("index entries", 2L * cp * maxRows * cp + (long) cp * maxRows));
         this.weights = new FloatArray(fitInt("weights", (long) cp * maxRows * cp));
         this.failed = new IntArray(cp * maxRows);
+        this.senders = new IntArray(cp);
         this.out = new ShortArray(fitInt("output elements", (long) cp * outCapacity));
         ws.init(0L);
         failed.init(0);
         status.init(0);
+        senders.init(1);
     }
 
     private static int fitInt(String what, long n) {
@@ -94,7 +99,8 @@ final class GraphArrays {
      *
      * @throws IllegalArgumentException where a rank's input memory is larger than the group's region for it
      */
-    void load(List<ReduceCall> calls, List<TensorView> partialO, List<TensorView> partialLse) {
+    void load(List<ReduceCall> calls, List<? extends TensorView> partialO, List<? extends TensorView> partialLse,
+              Duration timeout) {
         ReduceCall first = calls.getFirst();
         RowLayout row = first.row();
         WorkspaceLayout layout = WorkspaceLayout.forWorkspace(workspaceBytes, cp, row);
@@ -113,6 +119,7 @@ final class GraphArrays {
         params.set(MergeTasks.P_BASE2, first.mode() == LseMode.BASE2 ? 1 : 0);
         params.set(MergeTasks.P_WS_LONGS, wsLongs);
         params.set(MergeTasks.P_WS_BASE, wsBase);
+        params.set(MergeTasks.P_TIMEOUT_MICROS, (int) Math.min(Integer.MAX_VALUE, timeout.toNanos() / 1000));
         int sliceIndex = 0;
         int lseIndex = cp * rows * cp;
         int outIndex = 2 * cp * rows * cp;

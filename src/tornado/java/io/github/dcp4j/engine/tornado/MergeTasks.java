@@ -1,5 +1,6 @@
 package io.github.dcp4j.engine.tornado;
 
+import io.github.dcp4j.layout.Ll128;
 import uk.ac.manchester.tornado.api.annotations.Parallel;
 import uk.ac.manchester.tornado.api.types.arrays.DoubleArray;
 import uk.ac.manchester.tornado.api.types.arrays.FloatArray;
@@ -51,8 +52,16 @@ public final class MergeTasks {
     public static final int P_LSE_INDEX = 11;
     /** Index, in the index table, of the output row starts: [rank][row], element of out[row, 0]. */
     public static final int P_OUT_INDEX = 12;
+    /** How long the receive task waits for one source's lines of one row, in microseconds. */
+    public static final int P_TIMEOUT_MICROS = 13;
     /** Entries of the parameter array. */
-    public static final int PARAMS = 13;
+    public static final int PARAMS = 14;
+
+    // --- the status word (IntArray of one entry, set on the device, read after every execution) ---
+    /** Status: a wait gave up; the ranks' metadata say which. */
+    public static final int STATUS_FAILED = Ll128.STATUS_FAILED;
+    /** Status: TornadoVM's workspace buffer does not put rank 0's workspace on 128 bytes; nothing was sent. */
+    public static final int STATUS_MISALIGNED = 2;
 
     // --- the constant table (DoubleArray, transferred once) ---
     /** +inf. */
@@ -79,9 +88,9 @@ public final class MergeTasks {
     /** 2^52: (n + R) - R rounds an fp64 0 <= n < 2^52 to an integer, to nearest even. */
     private static final double ROUND_F64 = 4503599627370496.0;
     /** 128 bytes in longs: the metadata and every data line. */
-    private static final int LINE_LONGS = 16;
-    /** Data words per line. */
-    private static final int LINE_DATA_WORDS = 15;
+    private static final int LINE_LONGS = Ll128.LINE_WORDS;
+    /** Data words per line (Ll128.LINE_DATA_WORDS): data word k of a row lies in line k / 15 at word k % 15. */
+    public static final int LINE_DATA_WORDS = Ll128.LINE_DATA_WORDS;
     /** Longs of one LSE line. */
     private static final int LSE_LINE_LONGS = 2;
 
@@ -278,12 +287,12 @@ public final class MergeTasks {
     // ------------------------------------------------------------------------------------------------ the layout
 
     /** The slot of rank {@code rank}'s current call: its epoch's low bit. */
-    static int slot(IntArray p, LongArray ws, int rank) {
+    public static int slot(IntArray p, LongArray ws, int rank) {
         return (int) (ws.get(p.get(P_WS_BASE) + rank * p.get(P_WS_LONGS)) & 1L);
     }
 
     /** Long index of data line {@code line} of {@code row} from {@code src} in {@code dst}'s workspace. */
-    static int dataLine(IntArray p, int dst, int slot, int src, int row, int line) {
+    public static int dataLine(IntArray p, int dst, int slot, int src, int row, int line) {
         int maxRows = p.get(P_MAX_ROWS);
         int lines = p.get(P_DATA_LINES);
         int slotLongs = p.get(P_CP) * maxRows * lines * LINE_LONGS;
@@ -292,7 +301,7 @@ public final class MergeTasks {
     }
 
     /** Long index of the LSE line of {@code group} of {@code row} from {@code src} in {@code dst}'s workspace. */
-    static int lseLine(IntArray p, int dst, int slot, int src, int row, int group) {
+    public static int lseLine(IntArray p, int dst, int slot, int src, int row, int group) {
         int cp = p.get(P_CP);
         int maxRows = p.get(P_MAX_ROWS);
         int groups = p.get(P_LINE_GROUPS);
@@ -309,7 +318,7 @@ public final class MergeTasks {
      * fp32 is then the correct result unless {@code s} lies exactly halfway between two fp32 values and {@code err}
      * is nonzero, where the true sum lies on {@code err}'s side of that midpoint.
      */
-    static float fma32(float a, float b, float c) {
+    public static float fma32(float a, float b, float c) {
         double prod = (double) a * (double) b;
         double s = prod + c;
         float r = (float) s;
@@ -332,7 +341,7 @@ public final class MergeTasks {
     }
 
     /** WeightExp.exp: {@code 2^x} (base 2) or {@code e^x}, x <= 0, by the same fp32 steps. */
-    static float weightExp(boolean base2, float x, DoubleArray t) {
+    public static float weightExp(boolean base2, float x, DoubleArray t) {
         float y = base2 ? x : x * LOG2_E;
         if (!(y >= -126f)) {
             return 0f;
@@ -347,12 +356,12 @@ public final class MergeTasks {
     }
 
     /** The fp32 value of the bit pattern {@code bits}. */
-    static float decodeF32(int bits, DoubleArray t) {
+    public static float decodeF32(int bits, DoubleArray t) {
         return decode(bits, 8, 23, t);
     }
 
     /** The fp32 value of a bf16 ({@code bf16}) or fp16 bit pattern (the low 16 bits of {@code bits}). */
-    static float decodeHalf(int bits, boolean bf16, DoubleArray t) {
+    public static float decodeHalf(int bits, boolean bf16, DoubleArray t) {
         return bf16 ? decode(bits, 8, 7, t) : decode(bits, 5, 10, t);
     }
 
@@ -378,7 +387,7 @@ public final class MergeTasks {
      * gives the quiet NaN 0x7FC0 / 0x7E00. The exponent is found by a binary search of the power-of-two table, the
      * value scaled exactly in fp64 to units of the result's last place and rounded there.
      */
-    static int encodeHalf(float value, boolean bf16, DoubleArray t) {
+    public static int encodeHalf(float value, boolean bf16, DoubleArray t) {
         int mBits = bf16 ? 7 : 10;
         int minExp = bf16 ? -126 : -14;
         int maxExp = bf16 ? 127 : 15;

@@ -17,11 +17,13 @@ import io.github.dcp4j.op.WorkspaceSpec;
 import io.github.dcp4j.reference.ConformanceCases;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
 import uk.ac.manchester.tornado.api.types.arrays.DoubleArray;
 
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
+import java.time.Duration;
 import java.util.List;
 import java.util.SplittableRandom;
 import java.util.stream.Stream;
@@ -159,20 +161,27 @@ class MergeTasksTest {
         assertEquals(0f, MergeTasks.weightExp(true, Float.NEGATIVE_INFINITY, TABLES));
     }
 
-    static Stream<ConformanceCases.Case> conformance() {
-        return ConformanceCases.all().stream();
+    /** Every merge the engine ships: its own and the example of a user's. */
+    static List<MergeVariant.Named> merges() {
+        return List.of(MergeVariant.standard(),
+                MergeVariant.named(ExampleMerges.class.getName() + "::elementPerThread"));
     }
 
-    /** The shared conformance cases at cp 2, 4 and 8: every call as the CPU engine makes it. */
-    @ParameterizedTest(name = "{0}")
+    static Stream<Arguments> conformance() {
+        return ConformanceCases.all().stream().flatMap(c -> merges().stream().map(m -> Arguments.of(c, m)));
+    }
+
+    /** The shared conformance cases at cp 2, 4 and 8, with every merge: every call as the CPU engine makes it. */
+    @ParameterizedTest(name = "{0} merge {1}")
     @MethodSource("conformance")
-    void conformanceCase(ConformanceCases.Case c) {
+    void conformanceCase(ConformanceCases.Case c, MergeVariant.Named merge) {
         for (int cp : new int[] {2, 4, 8}) {
             try (Arena arena = Arena.ofShared(); CpuEngine cpu = CpuEngine.open(c.spec(cp))) {
                 GraphArrays arrays = new GraphArrays(c.spec(cp));
                 for (int call = 0; call < c.tokens().size(); call++) {
                     Tensors.Group g = Tensors.of(c.inputs(arena, ConformanceCases.SEED, cp, call));
-                    callAndCompare(arena, cpu, arrays, g, c.mode(), c + " cp " + cp + " call " + call);
+                    callAndCompare(arena, cpu, arrays, g, c.mode(), merge.merge(),
+                            c + " cp " + cp + " call " + call + " merge " + merge.name());
                 }
             }
         }
@@ -182,8 +191,9 @@ class MergeTasksTest {
      * Fresh random shapes, dtypes, modes, packed and strided inputs, with NaN, +inf and -inf LSE rows, several calls
      * on one workspace (both slots, and calls smaller than the workspace).
      */
-    @Test
-    void randomShapesAndSpecialRows() {
+    @ParameterizedTest(name = "merge {0}")
+    @MethodSource("merges")
+    void randomShapesAndSpecialRows(MergeVariant.Named merge) {
         SplittableRandom random = new SplittableRandom(SEED);
         for (int trial = 0; trial < 24; trial++) {
             int cp = 1 + random.nextInt(9);
@@ -212,7 +222,8 @@ class MergeTasksTest {
                         Tensors.setLseRow(g, random.nextInt(cp), random.nextInt(t), random.nextInt(heads),
                                 Float.NEGATIVE_INFINITY);
                     }
-                    callAndCompare(arena, cpu, arrays, g, mode, shape + " call " + call);
+                    callAndCompare(arena, cpu, arrays, g, mode, merge.merge(),
+                            shape + " call " + call + " merge " + merge.name());
                 }
             }
         }
@@ -220,10 +231,10 @@ class MergeTasksTest {
 
     /**
      * One call both ways: the CPU engine, and the tornado graph's tasks in their order as plain Java (the send in
-     * Java). Outputs equal bit for bit, workspaces byte for byte.
+     * Java, the merge {@code merge}). Outputs equal bit for bit, workspaces byte for byte.
      */
     private static void callAndCompare(Arena arena, CpuEngine cpu, GraphArrays arrays, Tensors.Group g, LseMode mode,
-                                       String where) {
+                                       MergeVariant merge, String where) {
         int cp = g.cp();
         List<TensorView> expected = Tensors.outputs(arena, g);
         cpu.reduceAll(g.partialO(), g.partialLse(), expected, mode);
@@ -231,11 +242,11 @@ class MergeTasksTest {
         List<TensorView> out = Tensors.outputs(arena, g);
         List<ReduceCall> calls = LocalGroup.validateAll(g.partialO(), g.partialLse(), out, cp,
                 arrays.workspaceBytes, mode);
-        arrays.load(calls, g.partialO(), g.partialLse());
+        arrays.load(calls, g.partialO(), g.partialLse(), Duration.ofSeconds(1));
         send(arrays, calls, g);
         MergeTasks.weights(arrays.params, arrays.ws, arrays.lseIn, arrays.index, arrays.weights, arrays.tables);
-        MergeTasks.merge(arrays.params, arrays.ws, arrays.oIn, arrays.index, arrays.weights, arrays.failed,
-                arrays.out, arrays.tables);
+        merge.apply(arrays.params, arrays.ws, arrays.oIn, arrays.index, arrays.weights, arrays.failed, arrays.out,
+                arrays.tables);
         MergeTasks.clear(arrays.params, arrays.ws);
         MergeTasks.advance(arrays.params, arrays.ws);
         arrays.store(calls, out);

@@ -1,0 +1,213 @@
+// The TornadoVM engine's prebuilt PTX task: what its Java tasks cannot express. `ll128_exchange` stores the row
+// slices as LL128 lines, one warp-wide 16-byte-per-lane volatile store per 4 lines with the flag in the same store,
+// then polls every line a destination expects with volatile loads, bounded by a %globaltimer deadline, and on a
+// timeout leaves the record the other engines leave (docs/TORNADO.md). scripts/build-tornado-ptx compiles this file
+// to PTX for TornadoVM's header (ISA 7.6, sm_86) and the engine renames the entry as TornadoVM names it.
+//
+// TornadoVM passes a prebuilt kernel the kernel-context pointer, then one u64 per argument: an array's is the start
+// of its device buffer, whose data begin kArrayHeader bytes later. Every index below is a long (u64) or element index
+// into that data; the layout is MergeTasks's (its P_* parameter indices are the kP* constants here, compared by
+// TornadoPtxContractTest) and Ll128's (ll128_layout.h, generated from it).
+#include <cstdint>
+
+#include "ll128_layout.h"
+#include "ll128_ptx.cuh"
+
+namespace {
+
+using namespace dcp4j;
+
+// TornadoNativeArray.ARRAY_HEADER, which the engine checks at open.
+constexpr int kArrayHeader = 16;
+
+// MergeTasks's parameter indices.
+constexpr int kPCp = 0;
+constexpr int kPRows = 1;
+constexpr int kPMaxRows = 2;
+constexpr int kPDataWords = 3;
+constexpr int kPDataLines = 4;
+constexpr int kPLineGroups = 5;
+constexpr int kPWsLongs = 8;
+constexpr int kPWsBase = 9;
+constexpr int kPSliceIndex = 10;
+constexpr int kPLseIndex = 11;
+constexpr int kPTimeoutMicros = 13;
+
+// MergeTasks.STATUS_MISALIGNED: the workspace array's data do not put rank 0's workspace on 128 bytes.
+constexpr int kStatusMisaligned = 2;
+
+template <class T>
+__device__ __forceinline__ T* data(void* buffer) {
+    return reinterpret_cast<T*>(static_cast<char*>(buffer) + kArrayHeader);
+}
+
+struct Layout {
+    const int* p;
+    uint64_t* ws;
+
+    __device__ int cp() const { return p[kPCp]; }
+    __device__ int rows() const { return p[kPRows]; }
+    __device__ int lines() const { return p[kPDataLines]; }
+    __device__ int groups() const { return p[kPLineGroups]; }
+
+    __device__ uint64_t* workspace(int rank) const {
+        return ws + p[kPWsBase] + static_cast<long long>(rank) * p[kPWsLongs];
+    }
+    __device__ uint32_t epoch(int rank) const { return static_cast<uint32_t>(*workspace(rank)); }
+
+    __device__ uint64_t* dataLine(int dst, int slot, int src, int row, int line) const {
+        long long slotLongs = static_cast<long long>(cp()) * p[kPMaxRows] * lines() * kLineWords;
+        return workspace(dst) + kLineWords + slot * slotLongs
+               + ((static_cast<long long>(src) * p[kPMaxRows] + row) * lines() + line) * kLineWords;
+    }
+
+    __device__ uint64_t* lseLine(int dst, int slot, int src, int row, int group) const {
+        long long lseRegion = kLineWords + 2LL * cp() * p[kPMaxRows] * lines() * kLineWords;
+        long long slotLongs = static_cast<long long>(cp()) * p[kPMaxRows] * groups() * (kLseLineBytes / kWordBytes);
+        return workspace(dst) + lseRegion + slot * slotLongs
+               + ((static_cast<long long>(src) * p[kPMaxRows] + row) * groups() + group) * (kLseLineBytes / kWordBytes);
+    }
+};
+
+__device__ __forceinline__ uint32_t lseFlag(uint32_t epoch) {
+    uint32_t flag = epoch + 1;
+    return flag == 0 ? 1 : flag;
+}
+
+// Data word k of a row slice that starts at element `start` of partial_o (4 little-endian 16-bit elements).
+__device__ __forceinline__ uint64_t sliceWord(const uint16_t* o, int start, int k) {
+    const uint16_t* e = o + start + 4 * k;
+    if ((reinterpret_cast<uintptr_t>(e) & 7) == 0) {
+        return *reinterpret_cast<const uint64_t*>(e);
+    }
+    return static_cast<uint64_t>(e[0]) | static_cast<uint64_t>(e[1]) << 16 | static_cast<uint64_t>(e[2]) << 32
+           | static_cast<uint64_t>(e[3]) << 48;
+}
+
+// Rank 0's workspace must start on 128 bytes: the line stores are 16-byte vector stores and a line is 128 bytes.
+__device__ __forceinline__ bool aligned(const Layout& l, int* status) {
+    if ((reinterpret_cast<uintptr_t>(l.workspace(0)) & (kLineBytes - 1)) != 0) {
+        status[0] = kStatusMisaligned;
+        return false;
+    }
+    return true;
+}
+
+// Records the first wait of `dst` that gave up (the other engines' record), poisons its workspace, marks the row.
+__device__ void giveUp(const Layout& l, int dst, int src, int row, int line, int kind, uint32_t epoch, int* failed,
+                       int* status) {
+    uint64_t* meta = l.workspace(dst);
+    failed[dst * l.rows() + row] = 1;
+    atomicOr(reinterpret_cast<unsigned long long*>(meta), kPoisonedBit << 32);
+    uint32_t* words = reinterpret_cast<uint32_t*>(meta);
+    if (atomicCAS(words + kTimeoutOffset / 4, 0u, static_cast<uint32_t>(kind)) == 0u) {
+        words[kTimeoutSourceOffset / 4] = src;
+        words[kTimeoutRowOffset / 4] = row;
+        words[kTimeoutLineOffset / 4] = line;
+        words[kTimeoutEpochOffset / 4] = epoch;
+    }
+    status[0] = kStatusFailed;
+}
+
+}  // namespace
+
+// The exchange of one call, one kernel: every thread first stores its share of the lines (one warp per (source, row,
+// destination, line group): the group's 4 lines in one warp-wide store, lane part 7's second word the flag, then lane
+// 0 the group's LSE line; sources whose senders[] entry is 0 send nothing, the timeout test's missing rank), then
+// polls its share of the lines every destination expects (one thread per (destination, row, source): bounded volatile
+// polls of every data line's flag word and every LSE line, the deadline kPTimeoutMicros after the thread's first
+// poll). A wait that gives up leaves the timeout record, the poisoned bit, failed[dst * rows + row] and the status
+// word. Grid-stride over the items: the launch grid is fixed per graph, and no larger than what is resident at once
+// (the engine launches a few blocks per SM), so every sender runs while receivers poll. One kernel rather than a send
+// and a receive task: TornadoVM 5.2.1 gives every prebuilt task of a graph the installed code of the graph's first
+// task, so a graph holds one prebuilt task, and it comes first.
+extern "C" __global__ void ll128_exchange(const void* /* kernel context */, void* params, void* workspaces,
+                                          void* partialO, void* partialLse, void* index, void* senders, void* failed,
+                                          void* status) {
+    const Layout l{data<const int>(params), data<uint64_t>(workspaces)};
+    int* st = data<int>(status);
+    if (!aligned(l, st)) {
+        return;
+    }
+    const int cp = l.cp();
+    const int rows = l.rows();
+    const long long threads = static_cast<long long>(gridDim.x) * blockDim.x;
+    const long long first = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+
+    const uint16_t* o = data<const uint16_t>(partialO);
+    const float* lse = data<const float>(partialLse);
+    const int* idx = data<const int>(index);
+    const int* sends = data<const int>(senders);
+    const int groups = l.groups();
+    const int words = l.p[kPDataWords];
+    const int lane = threadIdx.x & 31;
+    const int part = lane & 7;
+    const long long sendItems = static_cast<long long>(cp) * rows * cp * groups;
+    for (long long item = first >> 5; item < sendItems; item += threads >> 5) {
+        const int group = static_cast<int>(item % groups);
+        long long rest = item / groups;
+        const int dst = static_cast<int>(rest % cp);
+        rest /= cp;
+        const int row = static_cast<int>(rest % rows);
+        const int src = static_cast<int>(rest / rows);
+        if (dst == src || sends[src] == 0) {
+            continue;
+        }
+        const uint32_t epoch = l.epoch(src);
+        const int slot = static_cast<int>(epoch & 1);
+        const int at = (src * rows + row) * cp + dst;
+        const int line = group * kLinesPerGroup + (lane >> 3);
+        if (line < l.lines()) {
+            const int start = idx[l.p[kPSliceIndex] + at];
+            const int k0 = line * kLineDataWords + 2 * part;
+            const uint64_t lo = k0 < words ? sliceWord(o, start, k0) : 0;
+            const uint64_t hi = part == 7 ? (kFlagTag | (epoch + 1))
+                                          : (k0 + 1 < words ? sliceWord(o, start, k0 + 1) : 0);
+            ptx::st_volatile_line_part(l.dataLine(dst, slot, src, row, line) + 2 * part, lo, hi);
+        }
+        if (lane == 0) {
+            const uint32_t bits = __float_as_uint(lse[idx[l.p[kPLseIndex] + at]]);
+            ptx::st_volatile_lse_line(l.lseLine(dst, slot, src, row, group), bits, lseFlag(epoch));
+        }
+    }
+
+    int* fail = data<int>(failed);
+    const uint64_t timeoutNs = static_cast<uint64_t>(l.p[kPTimeoutMicros]) * 1000;
+    const long long receiveItems = static_cast<long long>(cp) * rows * cp;
+    for (long long item = first; item < receiveItems; item += threads) {
+        const int src = static_cast<int>(item % cp);
+        const int dr = static_cast<int>(item / cp);
+        const int dst = dr / rows;
+        const int row = dr - dst * rows;
+        if (src == dst) {
+            continue;
+        }
+        const uint32_t epoch = l.epoch(dst);
+        const int slot = static_cast<int>(epoch & 1);
+        const uint64_t deadline = ptx::globaltimer_ns() + timeoutNs;
+        const uint64_t flag = kFlagTag | (epoch + 1);
+        bool ok = true;
+        for (int line = 0; ok && line < l.lines(); line++) {
+            const uint64_t* f = l.dataLine(dst, slot, src, row, line) + kLineDataWords;
+            while (ptx::ld_volatile_flag(f) != flag) {
+                if (ptx::globaltimer_ns() > deadline) {
+                    giveUp(l, dst, src, row, line, kTimeoutDataLine, epoch, fail, st);
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        const uint32_t lf = lseFlag(epoch);
+        for (int group = 0; ok && group < groups; group++) {
+            const uint64_t* line = l.lseLine(dst, slot, src, row, group);
+            for (uint4 v = ptx::ld_volatile_lse_line(line); v.y != lf || v.w != lf;
+                 v = ptx::ld_volatile_lse_line(line)) {
+                if (ptx::globaltimer_ns() > deadline) {
+                    giveUp(l, dst, src, row, group, kTimeoutLseLine, epoch, fail, st);
+                    ok = false;
+                    break;
+                }
+            }
+        }
+    }
+}
