@@ -175,20 +175,6 @@ public record Crossovers(List<Step> steps, String source) {
     }
 
     /**
-     * The workspace size auto needs: the largest of the variants its steps may pick.
-     *
-     * @param spec the largest call the group will make
-     * @return bytes of one rank's workspace
-     */
-    public long workspaceBytes(WorkspaceSpec spec) {
-        long bytes = 0;
-        for (Step s : steps) {
-            bytes = Math.max(bytes, s.variant().workspaceBytes(spec));
-        }
-        return bytes;
-    }
-
-    /**
      * A call's bytes per rank, as {@link #choose} takes them.
      *
      * @param rows    the call's rows

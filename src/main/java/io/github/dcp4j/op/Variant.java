@@ -54,7 +54,8 @@ public enum Variant {
 
     /**
      * Bytes of one rank's workspace for this variant: the contract's ({@link WorkspaceSpec#bytes()}) for ll128,
-     * simple and unfused, {@link LlLayout#bytes()} for ll. For auto, use {@link Crossovers#workspaceBytes}.
+     * simple and unfused, {@link LlLayout#bytes()} for ll. For auto, {@link VariantWorkspace} adds up the variants it may
+     * pick.
      *
      * @param spec the largest call the group will make
      * @return the workspace's size in bytes, the same on every rank
@@ -65,7 +66,24 @@ public enum Variant {
             case LL128, SIMPLE, UNFUSED -> spec.bytes();
             case LL -> new LlLayout(spec.cpSize(), spec.maxRows(), spec.rowLayout()).bytes();
             case AUTO -> throw new IllegalArgumentException("auto's workspace size depends on the variants its"
-                    + " crossovers may pick: use Crossovers.workspaceBytes(spec)");
+                    + " crossovers may pick: use VariantWorkspace.of(Variant.AUTO, crossovers, spec).bytes()");
+        };
+    }
+
+    /**
+     * The workspace layout this variant's kernels use: variants with the same layout may share a workspace from call
+     * to call, others may not (a flag word of one can lie where another leaves data).
+     *
+     * @return ll128, ll or fenced (simple and unfused)
+     * @throws IllegalArgumentException for {@link #AUTO}, which has no layout of its own
+     */
+    public String layoutName() {
+        return switch (this) {
+            case LL128 -> "ll128";
+            case LL -> "ll";
+            case SIMPLE, UNFUSED -> "fenced";
+            case AUTO -> throw new IllegalArgumentException("auto has no layout of its own: each variant it picks"
+                    + " uses its own");
         };
     }
 

@@ -108,13 +108,38 @@ class VariantTest {
     }
 
     @Test
-    void autoWorkspaceIsTheLargestOfItsVariants() {
+    void aSingleVariantHasItsOwnWorkspaceAtOffsetZero() {
         WorkspaceSpec spec = new WorkspaceSpec(4, 16, 8, 512, DType.BF16);
-        assertEquals(spec.bytes(), Crossovers.fallback().workspaceBytes(spec));
-        Crossovers withLl = new Crossovers(List.of(new Crossovers.Step(Variant.LL, 0),
-                new Crossovers.Step(Variant.LL128, 100)), "t");
-        long ll = new LlLayout(8, 64, spec.rowLayout()).bytes();
-        assertTrue(ll > spec.bytes());
-        assertEquals(ll, withLl.workspaceBytes(spec));
+        for (Variant v : List.of(Variant.LL128, Variant.LL, Variant.SIMPLE, Variant.UNFUSED)) {
+            VariantWorkspace w = VariantWorkspace.of(v, Crossovers.fallback(), spec);
+            assertEquals(List.of(new VariantWorkspace.Region(v.layoutName(), 0, v.workspaceBytes(spec))), w.regions());
+            assertEquals(v.workspaceBytes(spec), w.bytes());
+            assertEquals(v, w.choose(Long.MAX_VALUE));
+        }
+    }
+
+    /** Layouts never share bytes under auto; simple and unfused share one (the same flags and regions). */
+    @Test
+    void autoGivesEachLayoutItsOwnAlignedRegion() {
+        WorkspaceSpec spec = new WorkspaceSpec(3, 5, 4, 64, DType.FP16);
+        Crossovers c = new Crossovers(List.of(new Crossovers.Step(Variant.LL, 0),
+                new Crossovers.Step(Variant.LL128, 100), new Crossovers.Step(Variant.SIMPLE, 200),
+                new Crossovers.Step(Variant.UNFUSED, 300)), "t");
+        VariantWorkspace w = VariantWorkspace.of(Variant.AUTO, c, spec);
+        assertEquals(List.of("ll", "ll128", "fenced"), w.regions().stream().map(VariantWorkspace.Region::layout)
+                .toList());
+        long ll = new LlLayout(4, 15, spec.rowLayout()).bytes();
+        assertEquals(0, w.region(Variant.LL).offset());
+        assertEquals(ll, w.region(Variant.LL).bytes());
+        long second = (ll + 127) / 128 * 128;
+        assertEquals(second, w.region(Variant.LL128).offset());
+        long third = second + (spec.bytes() + 127) / 128 * 128;
+        assertEquals(third, w.region(Variant.SIMPLE).offset());
+        assertEquals(w.region(Variant.SIMPLE), w.region(Variant.UNFUSED));
+        assertEquals(third + spec.bytes(), w.bytes());
+        assertEquals(Variant.LL128, w.choose(150));
+        assertEquals(Variant.UNFUSED, w.choose(300));
+        assertThrows(IllegalArgumentException.class,
+                () -> VariantWorkspace.of(Variant.AUTO, Crossovers.fallback(), spec).region(Variant.LL));
     }
 }
