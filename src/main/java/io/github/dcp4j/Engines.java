@@ -130,12 +130,7 @@ public final class Engines {
      * @throws IllegalStateException    as {@link #openGroup(Choice, WorkspaceSpec, Duration)}
      */
     public static LocalGroup openGroup(Choice choice, WorkspaceSpec spec, Duration timeout, Variant variant) {
-        Objects.requireNonNull(variant, "variant");
-        Choice engine = resolve(choice).engine();
-        if (engine != Choice.CUDA && variant != Variant.LL128 && variant != Variant.AUTO) {
-            throw new IllegalArgumentException("the " + engine.spelling() + " engine runs the ll128 variant only"
-                    + " (and auto, which comes to ll128 there); got --variant " + variant + ": use --engine cuda");
-        }
+        Choice engine = requireRuns(choice, variant);
         return switch (engine) {
             case CUDA -> CudaLoopbackEngine.open(0, spec, timeout, variant);
             case TORNADO -> provider(Choice.TORNADO)
@@ -143,6 +138,25 @@ public final class Engines {
                     .open(spec, timeout);
             default -> CpuEngine.open(spec, timeout);
         };
+    }
+
+    /**
+     * The engine {@code choice} resolves to here, after checking that it runs {@code variant}: the CUDA engine runs
+     * every variant; the CPU and TornadoVM engines run ll128 (and auto, which comes to ll128 there).
+     *
+     * @param choice  the engine asked for
+     * @param variant the protocol variant asked for
+     * @return the engine that runs
+     * @throws IllegalArgumentException where that engine does not run the variant, naming both
+     */
+    public static Choice requireRuns(Choice choice, Variant variant) {
+        Objects.requireNonNull(variant, "variant");
+        Choice engine = resolve(choice).engine();
+        if (engine != Choice.CUDA && variant != Variant.LL128 && variant != Variant.AUTO) {
+            throw new IllegalArgumentException("the " + engine.spelling() + " engine runs the ll128 variant only"
+                    + " (and auto, which comes to ll128 there); got variant " + variant + ": use the cuda engine");
+        }
+        return engine;
     }
 
     /** The provider of the engine {@code choice} names, where its classes are on the class path. */

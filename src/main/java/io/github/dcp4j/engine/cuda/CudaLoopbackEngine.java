@@ -219,14 +219,7 @@ public final class CudaLoopbackEngine implements LocalGroup {
         return variantWorkspace.variant();
     }
 
-    /**
-     * The variant a call of {@code rows} rows runs: the group's own, or the one auto picks for it.
-     *
-     * @param rows    the call's rows
-     * @param headDim elements of one head
-     * @param dtype   the element type
-     * @return a variant other than auto
-     */
+    @Override
     public Variant variantFor(int rows, int headDim, DType dtype) {
         return variantWorkspace.choose(Crossovers.bytesPerRank(rows, cpSize(), headDim, dtype));
     }
