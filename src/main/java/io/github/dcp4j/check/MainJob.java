@@ -3,11 +3,13 @@ package io.github.dcp4j.check;
 import io.github.dcp4j.Engines;
 import io.github.dcp4j.engine.LocalGroup;
 import io.github.dcp4j.engine.cuda.RankSetup;
+import io.github.dcp4j.op.Crossovers;
 import io.github.dcp4j.op.DType;
 import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.ReduceCall;
 import io.github.dcp4j.op.TensorView;
 import io.github.dcp4j.op.Variant;
+import io.github.dcp4j.op.VariantWorkspace;
 import io.github.dcp4j.op.WorkspaceSpec;
 import io.github.dcp4j.reference.ConformanceCases.GroupInputs;
 import io.github.dcp4j.reference.Fp64Oracle;
@@ -219,14 +221,28 @@ public final class MainJob {
      * @return the rows and the verdict, the same on every rank
      */
     public Result runAsRank(RankSetup setup, Consumer<Row> row) {
+        return runAsRank(setup, Variant.LL128, row);
+    }
+
+    /**
+     * As {@link #runAsRank(RankSetup, Consumer)}, every rank running {@code variant}'s protocol (the same on every
+     * rank); each row names the variant its calls ran.
+     *
+     * @param setup   this rank of the group
+     * @param variant the protocol variant
+     * @param row     receives each batch's row as soon as it is done
+     * @return the rows and the verdict, the same on every rank
+     */
+    public Result runAsRank(RankSetup setup, Variant variant, Consumer<Row> row) {
         int cp = setup.worldSize();
         int rank = setup.rank();
         boolean allPass = true;
         List<Row> rows = new ArrayList<>();
         for (int batch : batches) {
             WorkspaceSpec spec = new WorkspaceSpec(batch, LOCAL_HEADS, cp, HEAD_DIM, DTYPE);
-            try (Arena arena = Arena.ofShared(); var ws = setup.openWorkspaces(spec.bytes());
-                 var engine = setup.openEngine(ws, TIMEOUT)) {
+            VariantWorkspace vw = setup.variantWorkspace(variant, spec);
+            try (Arena arena = Arena.ofShared(); var ws = setup.openWorkspaces(vw.bytes());
+                 var engine = setup.openEngine(ws, TIMEOUT, vw, spec)) {
                 GroupInputs g = RandomInputs.group(arena, new SplittableRandom(2026L * 1_000_003 + batch), batch,
                         LOCAL_HEADS, cp, HEAD_DIM, DTYPE, 3.0);
                 List<TensorView> partialO = g.partialO();
@@ -247,7 +263,8 @@ public final class MainJob {
                 Arrays.sort(samples);
                 double error = Fp64Oracle.relativeError(mine, Fp64Oracle.reduce(partialO, partialLse, rank, MODE));
                 double[] worst = maxOverRanks(setup, error, median(samples) / 1e3);
-                Row r = new Row("cuda-ipc", Variant.LL128.spelling(), batch, worst[0], worst[1], samples.length);
+                Row r = new Row("cuda-ipc", vw.choose(Crossovers.bytesPerRank(spec.maxRows(), cp, HEAD_DIM, DTYPE))
+                        .spelling(), batch, worst[0], worst[1], samples.length);
                 rows.add(r);
                 row.accept(r);
                 allPass &= r.passed();

@@ -69,11 +69,7 @@ final class MainJobCommand {
         boolean terminal = System.console() != null && System.console().isTerminal();
         MainJob job = new MainJob(batches, seconds, progress || terminal ? err : new PrintWriter(Writer.nullWriter()));
         if (RankSetup.inEnvironment()) {
-            if (variant != Variant.LL128) {
-                throw new ParameterException(cli, "the main job as one rank per process runs the ll128 variant; got"
-                        + " --variant " + variant + " (the other variants run in one process: drop `launch`)");
-            }
-            return runAsRank(job, out, err);
+            return runAsRank(job, variant, out, err);
         }
         err.printf("dcp4j main job: DeepSeek-V2 decode shape, cp %d, %d local heads, head_dim %d, %s, lse %s,"
                 + " strided input%n", MainJob.CP, MainJob.LOCAL_HEADS, MainJob.HEAD_DIM,
@@ -100,19 +96,20 @@ final class MainJobCommand {
      * The main job as one rank of a multi-process group (started by {@code launch}): rank 0 prints the table, every
      * row the maximum over ranks.
      */
-    private static int runAsRank(MainJob job, PrintWriter out, PrintWriter err) {
+    private static int runAsRank(MainJob job, Variant variant, PrintWriter out, PrintWriter err) {
         try (RankSetup setup = RankSetup.fromEnvironment(MainJob.TIMEOUT, Log.to(err))) {
             boolean reports = setup.rank() == 0;
             if (reports) {
                 err.printf("dcp4j main job across %d processes: DeepSeek-V2 decode shape, %d local heads, head_dim %d,"
                         + " %s, lse %s, strided input%n", setup.worldSize(), MainJob.LOCAL_HEADS, MainJob.HEAD_DIM,
                         MainJob.DTYPE.name().toLowerCase(), MainJob.MODE);
-                out.printf("%-9s %6s %13s %14s %7s%n", "engine", "batch", "max rel err", "us/call (med)", "calls");
+                out.printf("%-9s %-8s %6s %13s %14s %7s%n", "engine", "variant", "batch", "max rel err",
+                        "us/call (med)", "calls");
             }
-            MainJob.Result result = job.runAsRank(setup, row -> {
+            MainJob.Result result = job.runAsRank(setup, variant, row -> {
                 if (reports) {
-                    out.printf("%-9s %6d %13.3e %14.1f %7d%n", row.engine(), row.batch(), row.maxRelativeError(),
-                            row.medianMicros(), row.calls());
+                    out.printf("%-9s %-8s %6d %13.3e %14.1f %7d%n", row.engine(), row.variant(), row.batch(),
+                            row.maxRelativeError(), row.medianMicros(), row.calls());
                     out.flush();
                 }
             });
