@@ -88,18 +88,39 @@ public final class Benchmark implements AutoCloseable {
      */
     public record Case(Mode mode, int batch, int heads, int headDim, int cp, boolean strided, boolean flushL2,
                        boolean deviceInputs, Variant variant) {
-        /** A case of the default variant, ll128. */
+        /**
+         * A case of the default variant, ll128.
+         *
+         * @param mode         how the calls are issued
+         * @param batch        tokens per call
+         * @param heads        heads each rank owns
+         * @param headDim      elements of one head
+         * @param cp           ranks in the group
+         * @param strided      partial_o as strided views of attention outputs
+         * @param flushL2      whether L2 is flushed before every call
+         * @param deviceInputs inputs and outputs as device tensors
+         */
         public Case(Mode mode, int batch, int heads, int headDim, int cp, boolean strided, boolean flushL2,
                     boolean deviceInputs) {
             this(mode, batch, heads, headDim, cp, strided, flushL2, deviceInputs, Variant.LL128);
         }
 
-        /** {@return the same case with {@code v} as its variant} */
+        /**
+         * The same case in another variant.
+         *
+         * @param v the variant
+         * @return this case with {@code v} as its variant
+         */
         public Case withVariant(Variant v) {
             return new Case(mode, batch, heads, headDim, cp, strided, flushL2, deviceInputs, v);
         }
 
-        /** {@return whether {@code other} is this case but for the variant} */
+        /**
+         * Whether two cases differ in their variant at most (the same inputs, the same run).
+         *
+         * @param other another case
+         * @return whether {@code other} is this case but for the variant
+         */
         public boolean sameInputs(Case other) {
             return withVariant(Variant.LL128).equals(other.withVariant(Variant.LL128));
         }
@@ -129,7 +150,17 @@ public final class Benchmark implements AutoCloseable {
      */
     public record Result(Case c, double usPerCall, double launchFloorUs, double byteFloorUs, double maxRelativeError,
                          double hostUsPerLaunch, double hostUsPerEmptyLaunch, Variant ran) {
-        /** A result of the case's own variant (not auto). */
+        /**
+         * A result of the case's own variant (not auto).
+         *
+         * @param c                    the case
+         * @param usPerCall            µs per call, all ranks together
+         * @param launchFloorUs        the empty kernels' µs per call, launched as the op is
+         * @param byteFloorUs          the bytes the op must move at the measured copy bandwidth, in µs
+         * @param maxRelativeError     the largest relative error against fp64 (NaN where not checked)
+         * @param hostUsPerLaunch      host µs to queue one op launch (eager modes; NaN elsewhere)
+         * @param hostUsPerEmptyLaunch host µs to queue one bare empty launch (eager modes; NaN elsewhere)
+         */
         public Result(Case c, double usPerCall, double launchFloorUs, double byteFloorUs, double maxRelativeError,
                       double hostUsPerLaunch, double hostUsPerEmptyLaunch) {
             this(c, usPerCall, launchFloorUs, byteFloorUs, maxRelativeError, hostUsPerLaunch, hostUsPerEmptyLaunch,
