@@ -325,11 +325,9 @@ __device__ void unfused_merge(const LaunchArgs<N>& a) {
         dcp4j::unfused_copy<N, T>(args);                                                                    \
     }
 
+// Built for the largest launch capacity alone (Kernels.capacity): every launch fits it, and each instantiation adds
+// to the jar's size.
 #define DCP4J_VARIANT_FAMILY(variant, body)                                                                 \
-    DCP4J_VARIANT_KERNEL(dcp4j_##variant##_bf16_base2_r8, 8, __nv_bfloat16, false, body)                    \
-    DCP4J_VARIANT_KERNEL(dcp4j_##variant##_bf16_basee_r8, 8, __nv_bfloat16, true, body)                     \
-    DCP4J_VARIANT_KERNEL(dcp4j_##variant##_fp16_base2_r8, 8, __half, false, body)                           \
-    DCP4J_VARIANT_KERNEL(dcp4j_##variant##_fp16_basee_r8, 8, __half, true, body)                            \
     DCP4J_VARIANT_KERNEL(dcp4j_##variant##_bf16_base2_r64, 64, __nv_bfloat16, false, body)                  \
     DCP4J_VARIANT_KERNEL(dcp4j_##variant##_bf16_basee_r64, 64, __nv_bfloat16, true, body)                   \
     DCP4J_VARIANT_KERNEL(dcp4j_##variant##_fp16_base2_r64, 64, __half, false, body)                         \
@@ -338,7 +336,5 @@ __device__ void unfused_merge(const LaunchArgs<N>& a) {
 DCP4J_VARIANT_FAMILY(ll, ll_reduce)
 DCP4J_VARIANT_FAMILY(simple, simple_reduce)
 DCP4J_VARIANT_FAMILY(unfusedmerge, unfused_merge)
-DCP4J_COPY_KERNEL(dcp4j_unfusedcopy_bf16_r8, 8, __nv_bfloat16)
-DCP4J_COPY_KERNEL(dcp4j_unfusedcopy_fp16_r8, 8, __half)
 DCP4J_COPY_KERNEL(dcp4j_unfusedcopy_bf16_r64, 64, __nv_bfloat16)
 DCP4J_COPY_KERNEL(dcp4j_unfusedcopy_fp16_r64, 64, __half)

@@ -63,6 +63,8 @@ public final class KernelCall implements LocalGroup.PreparedCall {
     private final boolean earlyDependents;
     private final boolean streamInputs;
     private final Variant variant;
+    /** The launch parameter's rank capacity (KernelAbi.RANK_CAPACITIES) of this call's kernels. */
+    private final int capacity;
     private final int grid;
     private final byte[] args;
     /** The variant's launches, in order (unfused: copy, then merge), made at the first launch. */
@@ -97,6 +99,7 @@ public final class KernelCall implements LocalGroup.PreparedCall {
             throw new IllegalArgumentException("a kernel call runs the variant auto picked; got auto");
         }
         this.variant = variant;
+        this.capacity = Kernels.capacity(variant, calls.size());
         this.kernels = kernels;
         this.calls = List.copyOf(calls);
         this.views = List.copyOf(views);
@@ -119,7 +122,7 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         this.checkedAtForgotten = CudaDevice.forgottenAllocations();  // read before the pointers are checked
         calls.forEach(c -> requireLocalChecks(kernels.device(), c));
         try {
-            this.args = launchArgs(KernelAbi.capacityFor(calls.size()), first, layout);
+            this.args = launchArgs(capacity, first, layout);
         } catch (RuntimeException e) {
             closeBuffers();
             throw e;
@@ -337,7 +340,7 @@ public final class KernelCall implements LocalGroup.PreparedCall {
             if (launchesEmpty == null) {
                 launchesEmpty = new ArrayList<>();
                 for (int i = 0; i < opKernels().size(); i++) {
-                    launchesEmpty.add(new KernelLaunch(kernels.empty(KernelAbi.capacityFor(calls.size())), grid,
+                    launchesEmpty.add(new KernelLaunch(kernels.empty(capacity), grid,
                             Ll128.BLOCK_THREADS, args, stream));
                 }
             }
@@ -358,7 +361,7 @@ public final class KernelCall implements LocalGroup.PreparedCall {
 
     private List<CUfunction> opKernels() {
         return kernels.kernels(variant, calls.getFirst().dtype(), calls.getFirst().mode(),
-                KernelAbi.capacityFor(calls.size()), plan.rowKernel());
+                capacity, plan.rowKernel());
     }
 
     /**

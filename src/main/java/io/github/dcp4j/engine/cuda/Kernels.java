@@ -16,7 +16,8 @@ import java.util.Map;
 
 /**
  * The op's kernels (a tiled and a row kernel per dtype, LSE base and launch capacity, KernelAbi.RANK_CAPACITIES), the
- * kernels of the other variants (op.Variant: ll, simple, and unfused's copy and merge kernels) and the empty
+ * kernels of the other variants (op.Variant: ll, simple, and unfused's copy and merge kernels, built for the largest
+ * capacity alone, which every launch fits: their size in the jar counts against the GPU bundle's limit) and the empty
  * launch-floor kernels (one per capacity), loaded on one GPU.
  */
 final class Kernels implements AutoCloseable {
@@ -39,7 +40,9 @@ final class Kernels implements AutoCloseable {
                     names.add(kernelName(dtype, mode, capacity, false));
                     names.add(kernelName(dtype, mode, capacity, true));
                     for (Variant v : List.of(Variant.LL, Variant.SIMPLE, Variant.UNFUSED)) {
-                        names.addAll(kernelNames(v, dtype, mode, capacity, false));
+                        if (capacity == KernelAbi.RANK_CAPACITIES.getLast()) {
+                            names.addAll(kernelNames(v, dtype, mode, capacity, false));
+                        }
                     }
                     for (String name : names) {
                         CUfunction f = kernels.computeIfAbsent(name, module::function);
@@ -56,6 +59,18 @@ final class Kernels implements AutoCloseable {
     static String kernelName(DType dtype, LseMode mode, int capacity, boolean rowKernel) {
         return (rowKernel ? "dcp4j_ll128row_" : "dcp4j_ll128_") + dtype.name().toLowerCase() + "_" + mode.spelling()
                 + suffix(capacity);
+    }
+
+    /**
+     * The launch capacity of {@code variant}'s kernels for a launch of {@code ranks} ranks: the smallest that fits for
+     * ll128, the largest for the others (built for it alone).
+     *
+     * @param variant a variant other than auto
+     * @param ranks   ranks in the launch
+     * @return one of KernelAbi.RANK_CAPACITIES
+     */
+    static int capacity(Variant variant, int ranks) {
+        return variant == Variant.LL128 ? KernelAbi.capacityFor(ranks) : KernelAbi.RANK_CAPACITIES.getLast();
     }
 
     /**
