@@ -144,6 +144,12 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         return variant;
     }
 
+    @Override
+    public String toString() {
+        return "KernelCall[variant " + variant + ", " + calls.size() + " rank(s) on " + device() + ", "
+                + plan.blocksPerRank() + " block(s) per rank" + (plan.rowKernel() ? ", row kernel" : "") + "]";
+    }
+
     /** {@return whether this call runs the row kernel (docs/CUDA.md), else the tiled one} */
     public boolean rowKernel() {
         return plan.rowKernel();

@@ -146,16 +146,22 @@ class VariantsGpuTest {
     @Test
     void autoMovesBetweenItsRegionsCallByCall() {
         int cp = 4;
-        int heads = 8;
-        int headDim = 64;  // 4 KiB per rank at 1 token, 64 KiB at 16
+        int heads = 4;
+        int headDim = 64;  // 2 KiB per rank and token: ll at 1 token, ll128 at 2 to 31, simple from 32
         try (Arena arena = Arena.ofShared();
              CudaLoopbackEngine gpu = open(Variant.AUTO, new WorkspaceSpec(32, heads, cp, headDim, DType.BF16))) {
             SplittableRandom random = new SplittableRandom();
             List<Variant> seen = new ArrayList<>();
             for (int tokens : new int[] {32, 1, 4, 16, 1, 32, 2, 1, 20, 3}) {
-                seen.add(gpu.variantFor(tokens * heads, headDim, DType.BF16));
-                callAndCheck(gpu, arena, Tensors.packed(arena, random, tokens, heads, cp, headDim, DType.BF16, 3.0),
-                        LseMode.BASE2);
+                Variant v = gpu.variantFor(tokens * heads, headDim, DType.BF16);
+                seen.add(v);
+                Tensors.Group g = Tensors.packed(arena, random, tokens, heads, cp, headDim, DType.BF16, 3.0);
+                try (KernelCall call = (KernelCall) gpu.prepare(g.partialO(), g.partialLse(),
+                        Tensors.outputs(arena, g), LseMode.BASE2)) {
+                    assertEquals(v, call.variant());
+                    assertTrue(call.toString().contains("variant " + v), call.toString());
+                }
+                callAndCheck(gpu, arena, g, LseMode.BASE2);
             }
             assertTrue(seen.containsAll(List.of(Variant.LL, Variant.LL128, Variant.SIMPLE)), seen.toString());
             assertTrue(gpu.toString().contains("variant auto (the tests' mix)"), gpu.toString());
