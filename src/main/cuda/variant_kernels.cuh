@@ -88,7 +88,7 @@ __device__ void ll_reduce(const LaunchArgs<N>& a) {
                         ptx::st_volatile_clear_flag(line);
                         break;
                     }
-                    if (back_off(round, sh.deadline)) {
+                    if (thread_back_off(round, sh.deadline)) {
                         record_timeout(b.ws, a.status, kTimeoutLseLine, s, row, 0, epoch);
                         ok = false;
                         break;
@@ -126,7 +126,7 @@ __device__ void ll_reduce(const LaunchArgs<N>& a) {
                             vptx::st_volatile_clear_16(at + 2 * kLlLineBytes);
                             break;
                         }
-                        if (back_off(round, sh.deadline)) {
+                        if (thread_back_off(round, sh.deadline)) {
                             record_timeout(b.ws, a.status, kTimeoutDataLine, s, row, 4 * q, epoch);
                             ok = false;
                             break;
@@ -222,7 +222,7 @@ __device__ void fenced_receive(const VariantBlock<N>& b, VariantShared& sh, cons
                     vptx::st_relaxed_clear_flag(flag);
                     break;
                 }
-                if (back_off(round, sh.deadline)) {
+                if (thread_back_off(round, sh.deadline)) {
                     record_timeout(b.ws, a.status, kTimeoutDataLine, s, b.row(0), 0, epoch);
                     ok = false;
                     break;

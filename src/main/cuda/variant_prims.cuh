@@ -76,6 +76,19 @@ static_assert(kRowDataGranule % kQuadBytes == 0, "every row is whole quads");
 static_assert(kLlLineDataBytes == 4 && kLlLineBytes == 8, "an LL line is one 8-byte store: 4 data bytes and a flag");
 static_assert(kFencedWordBytes == 4, "LSE values and chunk flags are u32 words");
 
+// One round of one thread's poll (the variants poll per thread, not per warp): the first rounds spin, then sleep,
+// doubling up to kMaxSleepNs, as the LL128 kernels' back-off does; true once the deadline has passed (read every
+// kDeadlineRounds sleeping rounds). No warp-wide step: the lanes of a warp poll different lines and leave their polls
+// at different rounds.
+__device__ __forceinline__ bool thread_back_off(int round, const Deadline& deadline) {
+    if (round < kSpinRounds) {
+        return false;
+    }
+    const int sleeping = round - kSpinRounds;
+    __nanosleep(min(kFirstSleepNs << min(sleeping, 4), kMaxSleepNs));
+    return sleeping % kDeadlineRounds == kDeadlineRounds - 1 && deadline.passed();
+}
+
 // What every thread of a variant block knows: its rank's arguments, its rows (index, index + B, ...), the call.
 template <int N>
 struct VariantBlock {
