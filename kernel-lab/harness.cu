@@ -2,7 +2,7 @@
 // inputs strided [T, H, cp, D] views of [T, cp*H, D]) in loopback, checks every output against the first cubin's
 // bit for bit and against an fp64 reference, and times graphs of `calls` launches (median of samples).
 //   harness --kernel NAME [--batches 1,2,..] [--calls 60] [--samples 30] [--step S] [--profile B] cubin...
-// --step S: the row kernel's step rows where a block has several (the tree's kernel takes 1-4, the candidate 1-2);
+// --step S: the row kernel's step rows where a block has several (the tree's kernel takes 1-4);
 // --profile B: one batch, three eager calls, no timing (for Nsight Compute).
 #include <cuda.h>
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On a GPU host with nvcc, from the repository root, with kernel-lab/build carried from `kernel-lab/prepare`: the layer
-# shape at batches 1..256 for the tree's kernel and the candidate's three builds (kernel-lab/prepare; each output
-# checked bit for bit against the tree's and against fp64), the unfused peer in the same call, the candidate's SASS,
+# shape at batches 1..256 for the tree's kernel and the candidate's (where kernel-lab/prepare built one; each output
+# checked bit for bit against the tree's and against fp64), the unfused peer in the same call, the last cubin's SASS,
 # and Nsight Compute of it at batch 256 and 16. Results under $OUT (else /tmp/kernel-lab). Every step is bounded, so a
 # kernel that hangs cannot take the whole call.
 set -u
@@ -11,16 +11,18 @@ out=${OUT:-/tmp/kernel-lab}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 nvcc -std=c++17 -O2 -I"$build/gen" -o "$build/harness" "$here/harness.cu" -lcuda || exit 1
-cubins=("$build/tree.cubin" "$build/candidate.cubin" "$build/candidate-4sm.cubin" "$build/candidate-nopre-4sm.cubin")
+cubins=("$build/tree.cubin")
+[ -f "$build/candidate.cubin" ] && cubins+=("$build/candidate.cubin")
+last=${cubins[-1]}
 timeout -s KILL 120 "$build/harness" --batches 1,2,4,8,16 "${cubins[@]}" 2>&1 | tee "$out/harness.txt"
 timeout -s KILL 150 "$build/harness" --batches 32,64,128,256 "${cubins[@]}" 2>&1 | tee -a "$out/harness.txt"
 timeout -s KILL 150 python3 "$build/unfused_loopback.py" --csv "$out/peer.csv" 2>&1 | tee "$out/peer.txt"
-cuobjdump -sass -fun dcp4j_ll128row_bf16_base2_r8 "$build/candidate.cubin" > "$out/candidate.sass"
+cuobjdump -sass -fun dcp4j_ll128row_bf16_base2_r8 "$last" > "$out/kernel.sass"
 sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis --section SchedulerStats --section WarpStateStats
   --section Occupancy --metrics dram__bytes_read.sum,dram__bytes_write.sum,smsp__inst_executed.sum)
 for batch in 256 16; do
   timeout -s KILL 100 ncu --clock-control none "${sections[@]}" -k regex:ll128row -c 1 \
-    "$build/harness" --profile "$batch" "$build/candidate.cubin" > "$out/ncu-candidate-$batch.txt" 2>&1
+    "$build/harness" --profile "$batch" "$last" > "$out/ncu-$batch.txt" 2>&1
   grep -E "Duration|DRAM Through|Issue Slots Busy|Achieved Occupancy|dram__bytes|inst_executed|Warp Cycles Per Issued" \
-    "$out/ncu-candidate-$batch.txt"
+    "$out/ncu-$batch.txt"
 done

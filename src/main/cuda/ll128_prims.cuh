@@ -176,14 +176,16 @@ struct Deadline {
 
 // One round of a poll's back-off: the first rounds spin (a line usually lands within a round trip), then sleep,
 // doubling, so that warps waiting on a late rank leave the memory system to the senders. Returns true when the
-// deadline has passed (checked every kDeadlineRounds sleeping rounds).
+// deadline has passed (checked every kDeadlineRounds sleeping rounds). Every lane of the warp calls it in the same
+// round, and the answer is the warp's: a lane that read the timer a moment after the deadline must not leave the poll
+// while the others go on to its next __ballot_sync.
 __device__ __forceinline__ bool back_off(int round, const Deadline& deadline) {
     if (round < kSpinRounds) {
         return false;
     }
     const int sleeping = round - kSpinRounds;
     __nanosleep(min(kFirstSleepNs << min(sleeping, 4), kMaxSleepNs));
-    return sleeping % kDeadlineRounds == kDeadlineRounds - 1 && deadline.passed();
+    return sleeping % kDeadlineRounds == kDeadlineRounds - 1 && __any_sync(kFullMask, deadline.passed());
 }
 
 // Records the first timed-out wait of this rank's call in its metadata, marks the workspace poisoned and raises the

@@ -37,8 +37,9 @@ import java.util.concurrent.locks.LockSupport;
  * </pre>
  *
  * Keys are {@code dcp4j/<job>/<run>/attempt_<restart count>/...} (the agent's store outlives a restart of its
- * workers): a rank claims {@code rank/<r>} with ADD (a second claim sees 2), and
- * contributes to exchange k of name n under {@code <k>-<n>/<r>}, a sealed message ({@link Participant}) that the other
+ * workers), sent with the {@code /} in front that torch's own client puts before every key it sends (TCPStore's key
+ * prefix), so that torch's API names them as written here: a rank claims {@code rank/<r>} with ADD (a second claim
+ * sees 2), and contributes to exchange k of name n under {@code <k>-<n>/<r>}, a sealed message ({@link Participant}) that the other
  * ranks poll for with CHECK and read with GET; a rank deletes its key of exchange k once exchange k + 1 has completed.
  * Every wait is bounded by the timeout.
  */
@@ -52,6 +53,8 @@ final class TorchStoreRendezvous implements Rendezvous {
     static final int PING = 13;
     static final int VALIDATION_MAGIC = 0x3C85F7CE;
     static final int CHECK_READY = 0;
+    /** What torch's client puts before every key on the wire; {@code store.get("k")} in Python asks for "/k". */
+    static final String WIRE_KEY_PREFIX = "/";
     private static final long MAX_POLL_NANOS = 20_000_000L;
 
     private final Participant self;
@@ -182,6 +185,11 @@ final class TorchStoreRendezvous implements Rendezvous {
         return ByteBuffer.allocate(64).order(ByteOrder.LITTLE_ENDIAN).put((byte) type);
     }
 
+    /** {@code key} as torch's client sends it, so that torch's API finds it under {@code key}. */
+    private static byte[] wireKey(String key) {
+        return utf8(WIRE_KEY_PREFIX + key);
+    }
+
     private static ByteBuffer withString(ByteBuffer b, byte[] bytes) {
         ByteBuffer grown = ByteBuffer.allocate(b.position() + Long.BYTES + bytes.length + 64)
                 .order(ByteOrder.LITTLE_ENDIAN);
@@ -199,11 +207,11 @@ final class TorchStoreRendezvous implements Rendezvous {
     }
 
     private void set(String key, byte[] value) throws IOException {
-        send(withString(withString(query(SET), utf8(key)), value));
+        send(withString(withString(query(SET), wireKey(key)), value));
     }
 
     private byte[] get(String key) throws IOException {
-        send(withString(query(GET), utf8(key)));
+        send(withString(query(GET), wireKey(key)));
         long n = readLong();
         if (n < 0 || n > Wire.MAX_MESSAGE_BYTES) {
             throw new RendezvousException(where + " answered GET " + key + " with " + n + " bytes; a rank writes at"
@@ -215,12 +223,12 @@ final class TorchStoreRendezvous implements Rendezvous {
     }
 
     private long add(String key, long increment) throws IOException {
-        send(withString(query(ADD), utf8(key)).putLong(increment));
+        send(withString(query(ADD), wireKey(key)).putLong(increment));
         return readLong();
     }
 
     private boolean check(String key) throws IOException {
-        send(withString(query(CHECK).putLong(1), utf8(key)));
+        send(withString(query(CHECK).putLong(1), wireKey(key)));
         return in.readUnsignedByte() == CHECK_READY;
     }
 
@@ -244,7 +252,7 @@ final class TorchStoreRendezvous implements Rendezvous {
     }
 
     private void delete(String key) throws IOException {
-        send(withString(query(DELETE_KEY), utf8(key)));
+        send(withString(query(DELETE_KEY), wireKey(key)));
         readLong();
     }
 

@@ -191,7 +191,7 @@ class TorchStoreRendezvousTest {
         }
         long exchangeKeys = store.keys.keySet().stream().filter(k -> k.contains("-same/")).count();
         assertEquals(world, exchangeKeys, "each rank's last contribution alone: " + store.keys.keySet());
-        assertTrue(store.keys.keySet().stream().allMatch(k -> k.startsWith("dcp4j/job-t/")), "" + store.keys.keySet());
+        assertTrue(store.keys.keySet().stream().allMatch(k -> k.startsWith("/dcp4j/job-t/")), "" + store.keys.keySet());
     }
 
     @Test
@@ -288,6 +288,6 @@ class TorchStoreRendezvousTest {
             assertInstanceOf(TorchStoreRendezvous.class, rv);
             assertEquals(1, rv.allGather("solo", new byte[] {5}).size());
         }
-        assertTrue(store.keys.keySet().stream().anyMatch(k -> k.startsWith("dcp4j/r1/")), "" + store.keys.keySet());
+        assertTrue(store.keys.keySet().stream().anyMatch(k -> k.startsWith("/dcp4j/r1/")), "" + store.keys.keySet());
     }
 }

@@ -12,6 +12,10 @@ import io.github.dcp4j.op.DeviceTensor;
 import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.TensorView;
 import io.github.dcp4j.op.WorkspaceSpec;
+import io.github.dcp4j.peer.ExternalWorkspaces;
+import io.github.dcp4j.rendezvous.DirectoryRendezvous;
+import io.github.dcp4j.rendezvous.JobSecret;
+import io.github.dcp4j.rendezvous.Rendezvous;
 import jcuda.driver.CUcontext;
 import jcuda.driver.CUdevice;
 import jcuda.driver.CUdeviceptr;
@@ -25,14 +29,18 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
 
 import java.lang.foreign.Arena;
+import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.SplittableRandom;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -109,15 +117,20 @@ class DeviceTensorGpuTest {
     }
 
     private static CudaStream callerStream() {
+        return callerStream(device);
+    }
+
+    /** A stream the caller creates itself on {@code on}, wrapped. */
+    private static CudaStream callerStream(CudaDevice on) {
         CUstream s = new CUstream();
-        device.run(() -> Cuda.check(JCudaDriver.cuStreamCreate(s, CUstream_flags.CU_STREAM_NON_BLOCKING),
+        on.run(() -> Cuda.check(JCudaDriver.cuStreamCreate(s, CUstream_flags.CU_STREAM_NON_BLOCKING),
                 "cuStreamCreate"));
-        return CudaStream.wrap(device, Cuda.address(s));
+        return CudaStream.wrap(on, Cuda.address(s));
     }
 
     private static void destroy(CudaStream wrapped) {
         wrapped.close();  // leaves the caller's stream alone: its owner destroys it
-        device.run(() -> Cuda.check(JCudaDriver.cuStreamDestroy(wrapped.handle()), "cuStreamDestroy"));
+        wrapped.device().run(() -> Cuda.check(JCudaDriver.cuStreamDestroy(wrapped.handle()), "cuStreamDestroy"));
     }
 
     @Test
@@ -386,6 +399,95 @@ class DeviceTensorGpuTest {
             assertBitsEqual(arena, expected(g, spec, LseMode.BASE2), out, "peer group");
         } finally {
             destroy(stream);
+        }
+    }
+
+    /**
+     * The rank engine (one rank per thread here, as one per process): each rank prepares its call on its own stream
+     * with device tensors and captures it into its own graph after its own copy into the input; every replay reads
+     * what the tensors hold then, and every rank's output is the CPU engine's bit for bit.
+     */
+    @Test
+    void theRankEngineTakesDeviceTensorsInsideEachRanksOwnGraph(@TempDir Path dir) throws Exception {
+        int cp = 3;
+        int tokens = 2;
+        int heads = 4;
+        int headDim = 256;
+        int replays = 3;
+        WorkspaceSpec spec = new WorkspaceSpec(tokens, heads, cp, headDim, DType.BF16);
+        JobSecret secret = JobSecret.of(JobSecret.generate());
+        List<CudaDevice> devices = new ArrayList<>();
+        ExecutorService ranks = Executors.newFixedThreadPool(cp);
+        try (Arena arena = Arena.ofShared()) {
+            List<Long> workspaces = new ArrayList<>();
+            for (int r = 0; r < cp; r++) {
+                devices.add(CudaDevice.open(0)); // one device thread per rank: each rank's run waits on its own
+                DeviceBuffer w = staging(spec.bytes());
+                w.zero();
+                workspaces.add(w.address());
+            }
+            SplittableRandom random = new SplittableRandom(49);
+            List<Tensors.Group> inputs = new ArrayList<>();
+            for (int k = 0; k < replays; k++) {
+                inputs.add(Tensors.strided(arena, random, tokens, heads, cp, headDim, DType.BF16, 3.0));
+            }
+            Tensors.Group first = inputs.getFirst();
+            List<DeviceTensor> o = toDevice(first.partialO());
+            List<DeviceTensor> lse = toDevice(first.partialLse());
+            List<DeviceTensor> out = deviceOutputs(arena, first);
+            List<DeviceBuffer> stagingO = new ArrayList<>();
+            List<DeviceBuffer> stagingLse = new ArrayList<>();
+            for (int r = 0; r < cp; r++) {
+                stagingO.add(staging(first.partialO().get(r).memory().byteSize()));
+                stagingLse.add(staging(first.partialLse().get(r).memory().byteSize()));
+            }
+            TensorView[][] results = new TensorView[replays][cp];
+            List<Future<?>> done = new ArrayList<>();
+            for (int r = 0; r < cp; r++) {
+                int rank = r;
+                done.add(ranks.submit(() -> {
+                    CudaDevice own = devices.get(rank);
+                    CudaStream stream = callerStream(own);
+                    try (Rendezvous rv = new DirectoryRendezvous(dir, "device-tensors", secret, rank, cp,
+                            Duration.ofSeconds(30));
+                         CudaRankEngine engine = CudaRankEngine.open(new ExternalWorkspaces(own, rank, workspaces, 0,
+                                 spec.bytes()), rv, CudaLoopbackEngine.DEFAULT_TIMEOUT, cp);
+                         KernelCall call = engine.prepare(o.get(rank), lse.get(rank), out.get(rank), rank, cp,
+                                 LseMode.BASE2, stream);
+                         CudaGraph graph = CudaGraph.capture(stream, () -> {
+                             copyAsync(stagingO.get(rank), o.get(rank), stream);
+                             copyAsync(stagingLse.get(rank), lse.get(rank), stream);
+                             call.launch();
+                         })) {
+                        for (int k = 0; k < replays; k++) {
+                            stagingO.get(rank).copyFrom(inputs.get(k).partialO().get(rank).memory(), 0);
+                            stagingLse.get(rank).copyFrom(inputs.get(k).partialLse().get(rank).memory(), 0);
+                            own.run(() -> graph.launch(stream));
+                            stream.synchronize();
+                            call.checkStatus();
+                            TensorView host = TensorView.allocate(arena, out.get(rank).dtype(), out.get(rank).shape());
+                            own.copyToHost(out.get(rank).firstByte(), host.memory());
+                            results[k][rank] = host;
+                        }
+                    } finally {
+                        destroy(stream);
+                    }
+                    return null;
+                }));
+            }
+            for (Future<?> f : done) {
+                f.get(120, TimeUnit.SECONDS);
+            }
+            for (int k = 0; k < replays; k++) {
+                List<TensorView> expected = expected(inputs.get(k), spec, LseMode.BASE2);
+                for (int r = 0; r < cp; r++) {
+                    assertArrayEquals(Tensors.bits(expected.get(r)), Tensors.bits(results[k][r]),
+                            "replay " + k + ": rank " + r + "'s device output is the CPU engine's bit for bit");
+                }
+            }
+        } finally {
+            ranks.shutdownNow();
+            devices.forEach(CudaDevice::close);
         }
     }
 }
