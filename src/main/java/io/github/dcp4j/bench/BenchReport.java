@@ -126,8 +126,8 @@ public final class BenchReport {
             fastest.merge(c.batch(), r, (a, b) -> b.usPerCall() < a.usPerCall() ? b : a);
         }
         if (measured.size() < 2) {
-            throw new IllegalArgumentException("--tune needs layer-mode rows with L2 hot and host inputs of at least two"
-                    + " variants other than auto; got " + measured);
+            throw new IllegalArgumentException("--tune needs layer-mode rows with L2 hot and host inputs of at least"
+                    + " two variants other than auto; got " + measured);
         }
         List<Crossovers.Step> steps = new ArrayList<>();
         for (Benchmark.Result r : fastest.values()) {

@@ -80,9 +80,10 @@ final class BenchCommand implements Callable<Integer> {
                     + " inputs are measured in loopback. Default ${DEFAULT-VALUE}.")
     List<String> inputs;
 
-    @Option(names = "--variants", split = ",", defaultValue = "ll128", converter = VariantConverter.class,
-            paramLabel = "V[,V...]", description = "Protocol variants to run on the same inputs: ll128, ll, simple,"
-                    + " unfused, auto (loopback only for all but ll128); default ${DEFAULT-VALUE}.")
+    @Option(names = {"--variants", "--variant"}, split = ",", defaultValue = "ll128",
+            converter = VariantConverter.class, paramLabel = "V[,V...]",
+            description = "Protocol variants to run on the same inputs: ll128, ll, simple, unfused, auto (loopback"
+                    + " only for all but ll128); default ${DEFAULT-VALUE}.")
     List<Variant> variants;
 
     @Option(names = "--tune", paramLabel = "FILE",

@@ -54,8 +54,8 @@ public enum Variant {
 
     /**
      * Bytes of one rank's workspace for this variant: the contract's ({@link WorkspaceSpec#bytes()}) for ll128,
-     * simple and unfused, {@link LlLayout#bytes()} for ll. For auto, {@link VariantWorkspace} adds up the variants it may
-     * pick.
+     * simple and unfused, {@link LlLayout#bytes()} for ll. For auto, {@link VariantWorkspace} adds up the variants it
+     * may pick.
      *
      * @param spec the largest call the group will make
      * @return the workspace's size in bytes, the same on every rank

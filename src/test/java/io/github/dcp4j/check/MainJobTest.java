@@ -89,6 +89,7 @@ class MainJobTest {
     @Test
     void aRowIsOneCsvLineUnderTheHeader() {
         assertEquals("engine,variant,batch,max_rel_err,us_per_call,calls", MainJob.Row.CSV_HEADER);
-        assertEquals("cpu,ll128,8,1.662200e-03,6415.730,134", new MainJob.Row("cpu", "ll128", 8, 1.6622e-3, 6415.73, 134).csvLine());
+        assertEquals("cpu,ll128,8,1.662200e-03,6415.730,134",
+                new MainJob.Row("cpu", "ll128", 8, 1.6622e-3, 6415.73, 134).csvLine());
     }
 }

@@ -369,7 +369,8 @@ class CliTest {
         List<String> lines = Files.readAllLines(csv);
         assertEquals("engine,variant,batch,max_rel_err,us_per_call,calls", lines.getFirst());
         assertEquals(3, lines.size(), lines.toString());
-        assertTrue(lines.get(1).startsWith("cpu,ll128,1,") && lines.get(2).startsWith("cpu,ll128,2,"), lines.toString());
+        assertTrue(lines.get(1).startsWith("cpu,ll128,1,") && lines.get(2).startsWith("cpu,ll128,2,"),
+                lines.toString());
         var rows = new com.fasterxml.jackson.databind.ObjectMapper().readTree(json.toFile());
         assertEquals(2, rows.size());
         assertEquals(2, rows.get(1).get("batch").asInt());

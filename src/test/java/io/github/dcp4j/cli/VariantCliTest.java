@@ -55,6 +55,9 @@ class VariantCliTest {
         CliTest.Result noLayer = CliTest.run("bench", "--modes", "eager", "--variants", "ll,simple", "--tune",
                 "x.txt");
         assertEquals(2, noLayer.exitCode(), noLayer.err());
+        CliTest.Result single = CliTest.run("bench", "--ranks", "threads", "--variant", "unfused");
+        assertEquals(2, single.exitCode(), single.err());
+        assertTrue(single.err().contains("--variants [unfused]"), single.err());
         CliTest.Result twice = CliTest.run("bench", "--variants", "ll,ll");
         assertEquals(2, twice.exitCode(), twice.err());
         assertTrue(twice.err().contains("--variants must name each variant once"), twice.err());

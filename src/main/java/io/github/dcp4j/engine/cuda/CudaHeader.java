@@ -42,8 +42,8 @@ public final class CudaHeader {
 
     static String generate() {
         StringBuilder h = new StringBuilder();
-        h.append("// Generated from io.github.dcp4j.layout.Ll128, LlLayout, FencedLayout, op.WeightExp and layout.KernelAbi by CudaHeader: do"
-                + " not edit.\n#pragma once\n\nnamespace dcp4j {\n\n");
+        h.append("// Generated from io.github.dcp4j.layout.Ll128, LlLayout, FencedLayout, op.WeightExp and"
+                + " layout.KernelAbi by CudaHeader: do not edit.\n#pragma once\n\nnamespace dcp4j {\n\n");
         constants(h, Ll128.class, "");
         h.append('\n');
         constants(h, LlLayout.class, "Ll");

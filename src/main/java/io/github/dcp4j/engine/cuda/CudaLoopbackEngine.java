@@ -401,8 +401,8 @@ public final class CudaLoopbackEngine implements LocalGroup {
     private KernelCall newCall(List<ReduceCall> calls, List<PeerWorkspaces> launchedViews, CudaStream stream) {
         ReduceCall first = calls.getFirst();
         Variant v = variantFor(first.rows(), first.row().headDim(), first.dtype());
-        return new KernelCall(kernels, calls, RegionView.of(launchedViews, variantWorkspace, variantWorkspace.region(v)),
-                stream, kernels.coResidentBlocks(), timeout, state, v);
+        List<PeerWorkspaces> region = RegionView.of(launchedViews, variantWorkspace, variantWorkspace.region(v));
+        return new KernelCall(kernels, calls, region, stream, kernels.coResidentBlocks(), timeout, state, v);
     }
 
     /** Every rank's view of every region of its workspace: where a timeout of any variant's call is recorded. */

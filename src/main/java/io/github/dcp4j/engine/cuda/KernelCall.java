@@ -440,15 +440,19 @@ public final class KernelCall implements LocalGroup.PreparedCall {
                 },
                 () -> {
                     if (launches != null) {
-                        FirstFailure.runAll(launches.stream().<Runnable>map(l -> l::close).toArray(Runnable[]::new));
+                        closeAll(launches);
                     }
                 },
                 () -> {
                     if (launchesEmpty != null) {
-                        FirstFailure.runAll(launchesEmpty.stream().<Runnable>map(l -> l::close).toArray(Runnable[]::new));
+                        closeAll(launchesEmpty);
                     }
                 },
                 this::closeBuffers);
+    }
+
+    private static void closeAll(List<KernelLaunch> launches) {
+        FirstFailure.runAll(launches.stream().<Runnable>map(l -> l::close).toArray(Runnable[]::new));
     }
 
     private void closeBuffers() {
