@@ -55,6 +55,15 @@ class VariantTest {
         assertEquals("crossovers-sm_90.txt", Crossovers.resourceName(90));
     }
 
+    /** The loader reads the resource of an architecture where there is one (a made-up one, on the test class path). */
+    @Test
+    void crossoversAreLoadedFromTheArchitecturesResource() {
+        Crossovers c = Crossovers.forArchitecture(1);
+        assertEquals("resource crossovers-sm_1.txt", c.source());
+        assertEquals(List.of(new Crossovers.Step(Variant.LL, 0), new Crossovers.Step(Variant.LL128, 8192),
+                new Crossovers.Step(Variant.UNFUSED, 1048576)), c.steps());
+    }
+
     @Test
     void chooseTakesTheLastStepAtOrBelowTheCall() {
         SplittableRandom random = new SplittableRandom();
