@@ -62,51 +62,70 @@ __device__ void ll_reduce(const LaunchArgs<N>& a) {
         }
     }
 
-    // Receive and merge, row by row.
+    // Receive and merge, a group of rows at a time: warp w polls row w's LSE lines (lane l those of sources l and
+    // l + 32) and computes its weights; then the block's threads take the group's (row, quad) items, each polling
+    // its quad's lines of every other source in source order.
     const int quads = b.row_bytes() / kQuadBytes;
+    const int per_group = group_rows(quads);
+    const int warp = threadIdx.x / kWarpSize;
+    const int lane = threadIdx.x % kWarpSize;
+    // Source s's LSE for `row`: the own from partial_lse, another's LSE line polled and zeroed. False on timeout.
+    const auto lse_of = [&](int s, int row, float& value) {
+        if (s == b.rank) {
+            value = b.input_lse(row, s);
+            return true;
+        }
+        unsigned char* line = b.ws + a.lse_region_offset + f.slot * a.lse_slot_bytes +
+                              (s * a.max_rows + row) * kLlLineBytes;
 #pragma unroll 1
-    for (int pos = 0; pos < b.rows; ++pos) {
-        const int row = b.row(pos);
-        unsigned char* out = b.output(row);
+        for (int round = 0;; ++round) {
+            const uint2 v = vptx::ld_volatile_ll_line(line);
+            if (v.y == f.lse) {
+                value = __uint_as_float(v.x);
+                ptx::st_volatile_clear_flag(line);
+                return true;
+            }
+            if (thread_back_off(round, sh.deadline)) {
+                record_timeout(b.ws, a.status, kTimeoutLseLine, s, row, 0, epoch);
+                return false;
+            }
+        }
+    };
+    const auto nan_rows = [&](int pos0, int n) {
+        for (int k = 0; k < n; ++k) {
+            nan_row<T>(b.output(b.row(pos0 + k)), b.row_bytes(), a.vector16);
+        }
+    };
+#pragma unroll 1
+    for (int pos0 = 0; pos0 < b.rows; pos0 += per_group) {
+        const int n = min(per_group, b.rows - pos0);
         if (gave_up) {
-            nan_row<T>(out, b.row_bytes(), a.vector16);
+            nan_rows(pos0, n);
             continue;
         }
         bool ok = true;
-        if (threadIdx.x < cp) {
-            const int s = threadIdx.x;
-            if (s == b.rank) {
-                sh.lse[s] = b.input_lse(row, s);
-            } else {
-                unsigned char* line = b.ws + a.lse_region_offset + f.slot * a.lse_slot_bytes +
-                                      (s * a.max_rows + row) * kLlLineBytes;
-#pragma unroll 1
-                for (int round = 0;; ++round) {
-                    const uint2 v = vptx::ld_volatile_ll_line(line);
-                    if (v.y == f.lse) {
-                        sh.lse[s] = __uint_as_float(v.x);
-                        ptx::st_volatile_clear_flag(line);
-                        break;
-                    }
-                    if (thread_back_off(round, sh.deadline)) {
-                        record_timeout(b.ws, a.status, kTimeoutLseLine, s, row, 0, epoch);
-                        ok = false;
-                        break;
-                    }
-                }
+        if (warp < n) {
+            const int row = b.row(pos0 + warp);
+            float l0 = -INFINITY;
+            float l1 = -INFINITY;
+            if (lane < cp) {
+                ok = lse_of(lane, row, l0);
             }
+            if (ok && lane + kWarpSize < cp) {
+                ok = lse_of(lane + kWarpSize, row, l1);
+            }
+            row_weights<kBaseE>(l0, l1, cp, lane, sh.weights[warp]);  // every lane, also one whose poll gave up
         }
         if (__syncthreads_or(!ok)) {
             gave_up = true;
-            nan_row<T>(out, b.row_bytes(), a.vector16);
+            nan_rows(pos0, n);
             continue;
         }
-        variant_weights<kBaseE>(sh, cp);
-        __syncthreads();
-        // Thread q merges quad q of the row (two line pairs of every other source), polling each source's lines in
-        // source order; each line pair is zeroed once read.
 #pragma unroll 1
-        for (int q = threadIdx.x; q < quads && ok; q += kBlockThreads) {
+        for (int i = threadIdx.x; i < n * quads && ok; i += kBlockThreads) {
+            const int k = i / quads;
+            const int q = i - k * quads;
+            const int row = b.row(pos0 + k);
             float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
 #pragma unroll 1
             for (int s = 0; s < cp; ++s) {
@@ -136,13 +155,13 @@ __device__ void ll_reduce(const LaunchArgs<N>& a) {
                         break;
                     }
                 }
-                accumulate_quad<T>(acc, sh.weights[s], quad);
+                accumulate_quad<T>(acc, sh.weights[k][s], quad);
             }
-            store_output_quad<T>(out + q * kQuadBytes, acc, !ok, a.vector16);
+            store_output_quad<T>(b.output(row) + q * kQuadBytes, acc, !ok, a.vector16);
         }
-        if (__syncthreads_or(!ok)) {  // also keeps sh.lse and sh.weights until every thread has merged
+        if (__syncthreads_or(!ok)) {  // also keeps the weights until every thread has merged the group
             gave_up = true;
-            nan_row<T>(out, b.row_bytes(), a.vector16);
+            nan_rows(pos0, n);
         }
     }
 }
@@ -231,25 +250,37 @@ __device__ void fenced_receive(const VariantBlock<N>& b, VariantShared& sh, cons
         }
     }
     gave_up = __syncthreads_or(gave_up || !ok);  // the acquires, then the barrier, then every thread's reads
+    // A group of rows at a time: warp w computes the weights of the group's row w, then the block's threads take the
+    // group's (row, quad) items.
     const int quads = b.row_bytes() / kQuadBytes;
+    const int per_group = group_rows(quads);
+    const int warp = threadIdx.x / kWarpSize;
+    const int lane = threadIdx.x % kWarpSize;
+    const auto lse_of = [&](int s, int row) {
+        return s == b.rank && !from_self ? b.input_lse(row, s)
+                                         : __uint_as_float(vptx::ld_volatile_u32(b.ws + at.lse(f.slot, s, row)));
+    };
 #pragma unroll 1
-    for (int pos = 0; pos < b.rows; ++pos) {
-        const int row = b.row(pos);
-        unsigned char* out = b.output(row);
+    for (int pos0 = 0; pos0 < b.rows; pos0 += per_group) {
+        const int n = min(per_group, b.rows - pos0);
         if (gave_up) {
-            nan_row<T>(out, b.row_bytes(), a.vector16);
+            for (int k = 0; k < n; ++k) {
+                nan_row<T>(b.output(b.row(pos0 + k)), b.row_bytes(), a.vector16);
+            }
             continue;
         }
-        for (int s = threadIdx.x; s < cp; s += kBlockThreads) {
-            sh.lse[s] = s == b.rank && !from_self
-                            ? b.input_lse(row, s)
-                            : __uint_as_float(vptx::ld_volatile_u32(b.ws + at.lse(f.slot, s, row)));
+        if (warp < n) {
+            const int row = b.row(pos0 + warp);
+            const float l0 = lane < cp ? lse_of(lane, row) : -INFINITY;
+            const float l1 = lane + kWarpSize < cp ? lse_of(lane + kWarpSize, row) : -INFINITY;
+            row_weights<kBaseE>(l0, l1, cp, lane, sh.weights[warp]);
         }
         __syncthreads();
-        variant_weights<kBaseE>(sh, cp);
-        __syncthreads();
 #pragma unroll 1
-        for (int q = threadIdx.x; q < quads; q += kBlockThreads) {
+        for (int i = threadIdx.x; i < n * quads; i += kBlockThreads) {
+            const int k = i / quads;
+            const int q = i - k * quads;
+            const int row = b.row(pos0 + k);
             float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
 #pragma unroll 1
             for (int s = 0; s < cp; ++s) {
@@ -257,11 +288,11 @@ __device__ void fenced_receive(const VariantBlock<N>& b, VariantShared& sh, cons
                     s == b.rank && !from_self
                         ? load_input_quad(b.template input<T>(row, s) + q * kQuadBytes, a.vector16)
                         : vptx::ld_volatile_16(b.ws + at.data(f.slot, s, row) + q * kQuadBytes);
-                accumulate_quad<T>(acc, sh.weights[s], quad);
+                accumulate_quad<T>(acc, sh.weights[k][s], quad);
             }
-            store_output_quad<T>(out + q * kQuadBytes, acc, false, a.vector16);
+            store_output_quad<T>(b.output(row) + q * kQuadBytes, acc, false, a.vector16);
         }
-        __syncthreads();  // sh.lse and sh.weights stay until every thread has merged the row
+        __syncthreads();  // the weights stay until every thread has merged the group
     }
 }
 

@@ -127,13 +127,21 @@ struct VariantBlock {
     }
 };
 
+// Rows a block merges at once, at most: warp w computes the weights of the group's row w, and the block's threads
+// take the group's (row, quad) items together, so that short rows still keep every thread busy.
+constexpr int kGroupRows = kWarpsPerBlock;
+
 // The block's shared state.
 struct VariantShared {
-    float lse[kMaxRanks];
-    float weights[kMaxRanks];
+    float weights[kGroupRows][kMaxRanks];  // the weights of the group's rows, by row and source
     unsigned long long ticket;
     Deadline deadline;
 };
+
+// The rows a block merges at once for rows of `quads` 16-byte quads: as many as its threads cover, at least one.
+__device__ __forceinline__ int group_rows(int quads) {
+    return max(1, min(kGroupRows, kBlockThreads / quads));
+}
 
 // Thread 0 takes the block's ticket (the epoch; the last block of the call advances it) and sets the deadline; every
 // thread returns the ticket after the barrier.
@@ -145,17 +153,6 @@ __device__ __forceinline__ uint64_t variant_ticket(VariantShared& sh, unsigned c
     }
     __syncthreads();
     return sh.ticket;
-}
-
-// Warp 0 computes a row's weights from sh.lse (every source's LSE, in place) into sh.weights; the caller synchronises.
-template <bool kBaseE>
-__device__ __forceinline__ void variant_weights(VariantShared& sh, int cp) {
-    if (threadIdx.x < kWarpSize) {
-        const int lane = threadIdx.x;
-        const float l0 = lane < cp ? sh.lse[lane] : -INFINITY;
-        const float l1 = lane + kWarpSize < cp ? sh.lse[lane + kWarpSize] : -INFINITY;
-        row_weights<kBaseE>(l0, l1, cp, lane, sh.weights);
-    }
 }
 
 // acc += w x the quad's 8 elements, in the caller's source order (ExactMerge's fmaf per element).
