@@ -109,7 +109,7 @@ class VariantsGpuTest {
         }
     }
 
-    /** The same fresh inputs through every variant: equal outputs, bit for bit, at shapes of cp 1 to 64, both dtypes. */
+    /** The same fresh inputs through every variant: equal outputs, bit for bit, cp 1 to 64, both dtypes and bases. */
     @Test
     void everyVariantGivesTheSameBits() {
         SplittableRandom random = new SplittableRandom();
