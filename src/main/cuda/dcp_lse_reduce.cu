@@ -997,3 +997,6 @@ extern "C" __global__ void __launch_bounds__(dcp4j::kBlockThreads, dcp4j::kMinBl
     dcp4j_empty_r8(const __grid_constant__ LaunchArgs<8> args) {}
 extern "C" __global__ void __launch_bounds__(dcp4j::kBlockThreads, dcp4j::kMinBlocksPerSm)
     dcp4j_empty_r64(const __grid_constant__ LaunchArgs<64> args) {}
+
+// The protocol variants ll, simple and unfused (op.Variant, docs/PROTOCOL.md): their kernels, beside the LL128 ones.
+#include "variant_kernels.cuh"

@@ -6,6 +6,7 @@ import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.ReduceCall;
 import io.github.dcp4j.op.Tensor;
 import io.github.dcp4j.op.TensorView;
+import io.github.dcp4j.op.Variant;
 import io.github.dcp4j.op.WorkspaceSpec;
 
 import java.lang.foreign.Arena;
@@ -38,6 +39,26 @@ public final class DcpLseReduce {
      */
     public static long workspaceSize(int maxTokens, int localHeads, int cpSize, int headDim, DType dtype) {
         return new WorkspaceSpec(maxTokens, localHeads, cpSize, headDim, dtype).bytes();
+    }
+
+    /**
+     * Bytes of one rank's workspace for a protocol variant: {@link #workspaceSize(int, int, int, int, DType)} for
+     * ll128, simple and unfused; ll's own, larger size (8-byte lines of 4 data bytes and a flag, layout.LlLayout). For
+     * auto, whose size depends on the variants it may pick, see {@link io.github.dcp4j.op.VariantWorkspace}.
+     *
+     * @param maxTokens  the most tokens one call may carry
+     * @param localHeads heads each rank owns after the call (H)
+     * @param cpSize     ranks in the group (cp)
+     * @param headDim    elements of one head (D)
+     * @param dtype      the element type of partial_o and the output
+     * @param variant    the protocol variant, not auto
+     * @return the workspace's size in bytes, the same on every rank
+     * @throws IllegalArgumentException where an argument is out of its range (named in the message), or for auto
+     */
+    public static long workspaceSize(int maxTokens, int localHeads, int cpSize, int headDim, DType dtype,
+                                     Variant variant) {
+        Objects.requireNonNull(variant, "variant");
+        return variant.workspaceBytes(new WorkspaceSpec(maxTokens, localHeads, cpSize, headDim, dtype));
     }
 
     /**

@@ -7,6 +7,7 @@ import io.github.dcp4j.engine.cpu.CpuEngine;
 import io.github.dcp4j.engine.cuda.CudaLoopbackEngine;
 import io.github.dcp4j.engine.cuda.CudaRankEngine;
 import io.github.dcp4j.engine.cuda.RankSetup;
+import io.github.dcp4j.op.Variant;
 import io.github.dcp4j.op.WorkspaceSpec;
 
 import java.time.Duration;
@@ -113,8 +114,24 @@ public final class Engines {
      *         its provider or TornadoVM's runtime is missing (with the reason)
      */
     public static LocalGroup openGroup(Choice choice, WorkspaceSpec spec, Duration timeout) {
-        return switch (resolve(choice).engine()) {
-            case CUDA -> CudaLoopbackEngine.open(0, spec, timeout);
+        return openGroup(choice, spec, timeout, Variant.LL128);
+    }
+
+    /**
+     * As {@link #openGroup(Choice, WorkspaceSpec, Duration)}, running {@code variant}'s protocol. The CUDA engine runs
+     * every variant; the CPU and TornadoVM engines run LL128 only, which is also what auto comes to there.
+     *
+     * @param choice  the engine asked for
+     * @param spec    the workspaces' size: the largest call the group will make
+     * @param timeout how long a rank waits for a peer's line before the call fails
+     * @param variant the protocol variant (op.Variant)
+     * @return the group; close it to free its workspaces
+     * @throws IllegalArgumentException where the engine does not run {@code variant}
+     * @throws IllegalStateException    as {@link #openGroup(Choice, WorkspaceSpec, Duration)}
+     */
+    public static LocalGroup openGroup(Choice choice, WorkspaceSpec spec, Duration timeout, Variant variant) {
+        return switch (requireRuns(choice, variant)) {
+            case CUDA -> CudaLoopbackEngine.open(0, spec, timeout, variant);
             case TORNADO -> {
                 Optional<String> why = unavailable(Choice.TORNADO);
                 if (why.isPresent()) {
@@ -124,6 +141,25 @@ public final class Engines {
             }
             default -> CpuEngine.open(spec, timeout);
         };
+    }
+
+    /**
+     * The engine {@code choice} resolves to here, after checking that it runs {@code variant}: the CUDA engine runs
+     * every variant; the CPU and TornadoVM engines run ll128 (and auto, which comes to ll128 there).
+     *
+     * @param choice  the engine asked for
+     * @param variant the protocol variant asked for
+     * @return the engine that runs
+     * @throws IllegalArgumentException where that engine does not run the variant, naming both
+     */
+    public static Choice requireRuns(Choice choice, Variant variant) {
+        Objects.requireNonNull(variant, "variant");
+        Choice engine = resolve(choice).engine();
+        if (engine != Choice.CUDA && variant != Variant.LL128 && variant != Variant.AUTO) {
+            throw new IllegalArgumentException("the " + engine.spelling() + " engine runs the ll128 variant only"
+                    + " (and auto, which comes to ll128 there); got variant " + variant + ": use the cuda engine");
+        }
+        return engine;
     }
 
     /** The provider of the engine {@code choice} names, where its classes are on the class path. */

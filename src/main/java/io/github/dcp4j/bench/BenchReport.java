@@ -3,14 +3,19 @@ package io.github.dcp4j.bench;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import io.github.dcp4j.op.Crossovers;
+import io.github.dcp4j.op.Variant;
 
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
 
 /** The benchmark's files: the peer's figures read in, the results written out as CSV and JSON. */
 public final class BenchReport {
@@ -39,7 +44,7 @@ public final class BenchReport {
 
     private static final String CSV_HEADER = "mode,batch,heads,head_dim,cp,input,l2,us_per_call,launch_floor_us,"
             + "launch_ratio,byte_floor_us,byte_ratio,peer_us,peer_ratio,host_us_per_launch,host_us_per_empty_launch,"
-            + "max_rel_err";
+            + "max_rel_err,variant,unfused_us,unfused_ratio";
 
     /**
      * The results as CSV, one row per case, with the peer of the same batch where there is one.
@@ -55,12 +60,14 @@ public final class BenchReport {
         lines.add(CSV_HEADER);
         for (Benchmark.Result r : results) {
             Double p = peerFor(r, peer);
+            Double u = unfusedFor(r, results);
             lines.add(String.join(",", r.c().mode().spelling(), "" + r.c().batch(), "" + r.c().heads(),
                     "" + r.c().headDim(), "" + r.c().cp(), r.c().inputName(),
                     r.c().flushL2() ? "flushed" : "hot", "" + r.usPerCall(), "" + r.launchFloorUs(),
                     "" + r.launchRatio(), "" + r.byteFloorUs(), "" + r.byteRatio(), p == null ? "" : "" + p,
                     p == null ? "" : "" + r.usPerCall() / p, "" + r.hostUsPerLaunch(), "" + r.hostUsPerEmptyLaunch(),
-                    "" + r.maxRelativeError()));
+                    "" + r.maxRelativeError(), r.variantLabel(), u == null ? "" : "" + u,
+                    u == null ? "" : "" + r.usPerCall() / u));
         }
         Files.write(file, lines);
     }
@@ -74,6 +81,59 @@ public final class BenchReport {
      */
     public static Double peerFor(Benchmark.Result r, Map<Integer, Double> peer) {
         return r.c().mode() == Benchmark.Mode.LAYER && !r.c().flushL2() ? peer.get(r.c().batch()) : null;
+    }
+
+    /**
+     * The µs per call of the unfused variant on the same case (the same inputs, the same run), where the run measured
+     * it and {@code r} is another variant's; else null.
+     *
+     * @param r       a result
+     * @param results every result of the run
+     * @return unfused's µs per call, or null
+     */
+    public static Double unfusedFor(Benchmark.Result r, List<Benchmark.Result> results) {
+        if (r.c().variant() == Variant.UNFUSED) {
+            return null;
+        }
+        for (Benchmark.Result u : results) {
+            if (u.c().variant() == Variant.UNFUSED && u.c().sameInputs(r.c())) {
+                return u.usPerCall();
+            }
+        }
+        return null;
+    }
+
+    /**
+     * Auto's crossovers from a run of several variants ({@code bench --variants ... --tune FILE}): at each batch of
+     * the layer mode with L2 hot and host inputs, the fastest variant other than auto, at that batch's bytes per
+     * rank; consecutive batches with the same winner merged (Crossovers.fromFastest).
+     *
+     * @param results every result of the run
+     * @param source  how they were measured, for the file's comment and messages
+     * @return the crossovers
+     * @throws IllegalArgumentException where the run has no such rows of two variants or more
+     */
+    public static Crossovers tune(List<Benchmark.Result> results, String source) {
+        Map<Integer, Benchmark.Result> fastest = new TreeMap<>();
+        Set<Variant> measured = new HashSet<>();
+        for (Benchmark.Result r : results) {
+            Benchmark.Case c = r.c();
+            if (c.mode() != Benchmark.Mode.LAYER || c.flushL2() || c.deviceInputs() || c.variant() == Variant.AUTO
+                    || !Double.isFinite(r.usPerCall())) {
+                continue;
+            }
+            measured.add(c.variant());
+            fastest.merge(c.batch(), r, (a, b) -> b.usPerCall() < a.usPerCall() ? b : a);
+        }
+        if (measured.size() < 2) {
+            throw new IllegalArgumentException("--tune needs layer-mode rows with L2 hot and host inputs of at least"
+                    + " two variants other than auto; got " + measured);
+        }
+        List<Crossovers.Step> steps = new ArrayList<>();
+        for (Benchmark.Result r : fastest.values()) {
+            steps.add(new Crossovers.Step(r.c().variant(), r.c().bytesPerRank()));
+        }
+        return Crossovers.fromFastest(steps, source);
     }
 
     /**
@@ -116,6 +176,11 @@ public final class BenchReport {
                 n.put("host_us_per_empty_launch", r.hostUsPerEmptyLaunch());
             }
             n.put("max_rel_err", r.maxRelativeError());
+            n.put("variant", r.variantLabel());
+            Double u = unfusedFor(r, results);
+            if (u != null) {
+                n.put("unfused_us", u);
+            }
         }
         mapper.writerWithDefaultPrettyPrinter().writeValue(file.toFile(), root);
     }

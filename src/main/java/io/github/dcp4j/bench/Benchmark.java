@@ -7,8 +7,12 @@ import io.github.dcp4j.cuda.CudaGraph;
 import io.github.dcp4j.cuda.CudaStream;
 import io.github.dcp4j.cuda.DeviceBuffer;
 import io.github.dcp4j.engine.cuda.KernelCall;
+import io.github.dcp4j.layout.FencedLayout;
+import io.github.dcp4j.layout.LlLayout;
 import io.github.dcp4j.layout.RowLayout;
+import io.github.dcp4j.op.Crossovers;
 import io.github.dcp4j.op.DType;
+import io.github.dcp4j.op.Variant;
 
 import java.io.PrintWriter;
 import java.lang.foreign.Arena;
@@ -80,9 +84,52 @@ public final class Benchmark implements AutoCloseable {
      * @param deviceInputs inputs and outputs as device tensors, used in place (else host views, copied once per
      *                     prepared call: the times are the same launches either way, this shows it)
      * @param flushL2      whether L2 is flushed before every call
+     * @param variant      the protocol variant (op.Variant; auto picks per call)
      */
     public record Case(Mode mode, int batch, int heads, int headDim, int cp, boolean strided, boolean flushL2,
-                       boolean deviceInputs) {
+                       boolean deviceInputs, Variant variant) {
+        /**
+         * A case of the default variant, ll128.
+         *
+         * @param mode         how the calls are issued
+         * @param batch        tokens per call
+         * @param heads        heads each rank owns
+         * @param headDim      elements of one head
+         * @param cp           ranks in the group
+         * @param strided      partial_o as strided views of attention outputs
+         * @param flushL2      whether L2 is flushed before every call
+         * @param deviceInputs inputs and outputs as device tensors
+         */
+        public Case(Mode mode, int batch, int heads, int headDim, int cp, boolean strided, boolean flushL2,
+                    boolean deviceInputs) {
+            this(mode, batch, heads, headDim, cp, strided, flushL2, deviceInputs, Variant.LL128);
+        }
+
+        /**
+         * The same case in another variant.
+         *
+         * @param v the variant
+         * @return this case with {@code v} as its variant
+         */
+        public Case withVariant(Variant v) {
+            return new Case(mode, batch, heads, headDim, cp, strided, flushL2, deviceInputs, v);
+        }
+
+        /**
+         * Whether two cases differ in their variant at most (the same inputs, the same run).
+         *
+         * @param other another case
+         * @return whether {@code other} is this case but for the variant
+         */
+        public boolean sameInputs(Case other) {
+            return withVariant(Variant.LL128).equals(other.withVariant(Variant.LL128));
+        }
+
+        /** {@return the partial outputs one rank holds: rows x cp x head_dim x 2 bytes (bf16), auto's measure} */
+        public long bytesPerRank() {
+            return Crossovers.bytesPerRank((long) batch * heads, cp, headDim, DType.BF16);
+        }
+
         /** {@return the input column: strided or packed, with "-dev" for device tensors} */
         public String inputName() {
             return (strided ? "strided" : "packed") + (deviceInputs ? "-dev" : "");
@@ -99,9 +146,32 @@ public final class Benchmark implements AutoCloseable {
      * @param maxRelativeError     the largest relative error against fp64 (NaN where not checked)
      * @param hostUsPerLaunch      host µs to queue one op launch (eager modes; NaN elsewhere)
      * @param hostUsPerEmptyLaunch host µs to queue one bare empty launch (eager modes; NaN elsewhere)
+     * @param ran                  the variant that ran: the case's, or the one auto picked
      */
     public record Result(Case c, double usPerCall, double launchFloorUs, double byteFloorUs, double maxRelativeError,
-                         double hostUsPerLaunch, double hostUsPerEmptyLaunch) {
+                         double hostUsPerLaunch, double hostUsPerEmptyLaunch, Variant ran) {
+        /**
+         * A result of the case's own variant (not auto).
+         *
+         * @param c                    the case
+         * @param usPerCall            µs per call, all ranks together
+         * @param launchFloorUs        the empty kernels' µs per call, launched as the op is
+         * @param byteFloorUs          the bytes the op must move at the measured copy bandwidth, in µs
+         * @param maxRelativeError     the largest relative error against fp64 (NaN where not checked)
+         * @param hostUsPerLaunch      host µs to queue one op launch (eager modes; NaN elsewhere)
+         * @param hostUsPerEmptyLaunch host µs to queue one bare empty launch (eager modes; NaN elsewhere)
+         */
+        public Result(Case c, double usPerCall, double launchFloorUs, double byteFloorUs, double maxRelativeError,
+                      double hostUsPerLaunch, double hostUsPerEmptyLaunch) {
+            this(c, usPerCall, launchFloorUs, byteFloorUs, maxRelativeError, hostUsPerLaunch, hostUsPerEmptyLaunch,
+                    c.variant());
+        }
+
+        /** {@return the variant as the reports name it: its own, or auto with the one it picked ("auto:ll128")} */
+        public String variantLabel() {
+            return c.variant() == Variant.AUTO ? "auto:" + ran.spelling() : ran.spelling();
+        }
+
         /** {@return µs per call over the launch floor} */
         public double launchRatio() {
             return usPerCall / launchFloorUs;
@@ -185,9 +255,9 @@ public final class Benchmark implements AutoCloseable {
      */
     public Result run(Case c) {
         if (deployment.reports()) {
-            progress.printf("case: %s batch %d heads %d head_dim %d cp %d %s L2 %s%n", c.mode().spelling(), c.batch(),
-                    c.heads(), c.headDim(), c.cp(), c.strided() ? "strided" : "packed",
-                    c.flushL2() ? "flushed" : "hot");
+            progress.printf("case: %s batch %d heads %d head_dim %d cp %d %s L2 %s variant %s%n", c.mode().spelling(),
+                    c.batch(), c.heads(), c.headDim(), c.cp(), c.strided() ? "strided" : "packed",
+                    c.flushL2() ? "flushed" : "hot", c.variant());
             progress.flush();
         }
         try (Arena arena = Arena.ofShared(); Deployment.Prepared p = deployment.prepare(c, arena)) {
@@ -197,7 +267,8 @@ public final class Benchmark implements AutoCloseable {
                 lanes.add(new Lane(k.device(), k.stream()));
             }
             String key = c.mode().spelling() + "-" + c.batch() + "-" + c.heads() + "-" + c.headDim()
-                    + (c.flushL2() ? "-flushed" : "-hot");
+                    + (c.flushL2() ? "-flushed" : "-hot") + "-" + c.variant().spelling();
+            Variant ran = calls.getFirst().variant();
             double us = measure(c, lanes, i -> calls.get(i).launch(), key);
             double floor = graphMicros(lanes, i -> calls.get(i).launchEmpty(), callsPerGraph(c));
             double err = p.checkOutputs();
@@ -205,9 +276,9 @@ public final class Benchmark implements AutoCloseable {
                     ? hostCost(calls.getFirst(), p.eagerCall().orElse(calls.getFirst()::launch))
                     : new double[] {Double.NaN, Double.NaN};
             return new Result(c, us,
-                    deployment.maxOverProcesses(key + "-floor", floor), byteFloorMicros(c),
+                    deployment.maxOverProcesses(key + "-floor", floor), byteFloorMicros(c, ran),
                     deployment.maxOverProcesses(key + "-err", err), deployment.maxOverProcesses(key + "-host", host[0]),
-                    deployment.maxOverProcesses(key + "-host-empty", host[1]));
+                    deployment.maxOverProcesses(key + "-host-empty", host[1]), ran);
         }
     }
 
@@ -371,23 +442,39 @@ public final class Benchmark implements AutoCloseable {
     }
 
     /**
-     * The byte floor of one call, µs: inputs read once, LL128 lines (data and LSE) written once and read once, outputs
-     * written once, for all cp ranks, at the measured copy bandwidth.
+     * The byte floor of one call of {@code ran}, µs: inputs read once, the workspace bytes of every source's rows as
+     * that variant moves them written once and read once, outputs written once, for all cp ranks, at the measured copy
+     * bandwidth.
      *
-     * @param c the case
+     * @param c   the case
+     * @param ran the variant that ran (not auto)
      * @return the floor, in µs
      */
-    public double byteFloorMicros(Case c) {
-        return bytesPerCall(c) * deployment.ranksPerGpu(c.cp()) / c.cp() / copyBytesPerSecond * 1e6;
+    public double byteFloorMicros(Case c, Variant ran) {
+        return bytesPerCall(c, ran) * deployment.ranksPerGpu(c.cp()) / c.cp() / copyBytesPerSecond * 1e6;
     }
 
-    static double bytesPerCall(Case c) {
+    static double bytesPerCall(Case c, Variant ran) {
         long rows = (long) c.batch() * c.heads();
         RowLayout row = RowLayout.of(c.headDim(), DType.BF16.bytes());
         double inputs = rows * c.cp() * ((double) row.dataBytes() + Float.BYTES);
-        double lines = 2.0 * rows * c.cp() * row.rowBytes();
+        double lines = 2.0 * rows * c.cp() * workspaceBytesPerRow(ran, row);
         double outputs = (double) rows * row.dataBytes();
         return c.cp() * (inputs + lines + outputs);
+    }
+
+    /**
+     * The workspace bytes one source's row takes in {@code ran}'s layout: LL128 lines with their LSE lines; LL lines
+     * (twice the data) and the LSE line; for simple and unfused the raw slice and its LSE value (the chunk flags, one
+     * per block, are left out).
+     */
+    static long workspaceBytesPerRow(Variant ran, RowLayout row) {
+        return switch (ran) {
+            case LL128 -> row.rowBytes();
+            case LL -> (long) row.dataBytes() / LlLayout.LINE_DATA_BYTES * LlLayout.LINE_BYTES + LlLayout.LINE_BYTES;
+            case SIMPLE, UNFUSED -> (long) row.dataBytes() + FencedLayout.WORD_BYTES;
+            case AUTO -> throw new IllegalArgumentException("the byte floor is of the variant auto picked; got auto");
+        };
     }
 
     /**

@@ -1,5 +1,7 @@
 package io.github.dcp4j.bench;
 
+import io.github.dcp4j.op.Variant;
+
 import java.util.ArrayList;
 import java.util.List;
 
@@ -33,6 +35,38 @@ public final class CaseMatrix {
         List<Benchmark.Case> cases = new ArrayList<>();
         for (boolean device : choices("--inputs", inputs, "host", "device")) {
             casesOf(modes, batches, cp, flushes, device, cases);
+        }
+        return cases;
+    }
+
+    /**
+     * As {@link #cases(List, List, int, List, List)}, each case once per variant of {@code variants}, one after the
+     * other on the same inputs; unfused first where it is asked for, so that every other variant's row can be given
+     * as a ratio to it as soon as it is measured.
+     *
+     * @param modes    the modes' names
+     * @param batches  the layer mode's batches
+     * @param cp       ranks in the group
+     * @param l2       hot and/or flushed
+     * @param inputs   host and/or device
+     * @param variants the variants, each at most once
+     * @return the cases, in the order they run
+     * @throws IllegalArgumentException as above, or for no variant or one named twice
+     */
+    public static List<Benchmark.Case> cases(List<String> modes, List<Integer> batches, int cp, List<String> l2,
+                                             List<String> inputs, List<Variant> variants) {
+        if (variants.isEmpty() || variants.stream().distinct().count() != variants.size()) {
+            throw new IllegalArgumentException("--variants must name each variant once; got " + variants);
+        }
+        List<Variant> order = new ArrayList<>(variants);
+        if (order.remove(Variant.UNFUSED)) {
+            order.addFirst(Variant.UNFUSED);
+        }
+        List<Benchmark.Case> cases = new ArrayList<>();
+        for (Benchmark.Case c : cases(modes, batches, cp, l2, inputs)) {
+            for (Variant v : order) {
+                cases.add(c.withVariant(v));
+            }
         }
         return cases;
     }

@@ -16,7 +16,7 @@ import java.lang.foreign.Arena;
 import java.time.Duration;
 import java.util.List;
 
-/** Every rank in one launch on one GPU ({@link CudaLoopbackEngine}). */
+/** Every rank in one launch on one GPU ({@link CudaLoopbackEngine}), in the case's protocol variant. */
 public final class LoopbackDeployment implements Deployment {
     private final CudaDevice device;
     private final Duration timeout;
@@ -57,7 +57,7 @@ public final class LoopbackDeployment implements Deployment {
         BenchInputs in = BenchInputs.all(c, arena);
         WorkspaceSpec spec = BenchInputs.spec(c);
         List<DeviceBuffer> buffers = new ArrayList<>();
-        CudaLoopbackEngine engine = CudaLoopbackEngine.open(device, spec, timeout);
+        CudaLoopbackEngine engine = CudaLoopbackEngine.open(device, spec, timeout, c.variant());
         CudaStream stream = null;
         try {
             stream = new CudaStream(device);

@@ -3,10 +3,13 @@ package io.github.dcp4j.check;
 import io.github.dcp4j.Engines;
 import io.github.dcp4j.engine.LocalGroup;
 import io.github.dcp4j.engine.cuda.RankSetup;
+import io.github.dcp4j.op.Crossovers;
 import io.github.dcp4j.op.DType;
 import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.ReduceCall;
 import io.github.dcp4j.op.TensorView;
+import io.github.dcp4j.op.Variant;
+import io.github.dcp4j.op.VariantWorkspace;
 import io.github.dcp4j.op.WorkspaceSpec;
 import io.github.dcp4j.reference.ConformanceCases.GroupInputs;
 import io.github.dcp4j.reference.Fp64Oracle;
@@ -83,14 +86,16 @@ public final class MainJob {
      * One batch's line of the table (public accessors: it is also the JSON's shape).
      *
      * @param engine           the engine that ran it
+     * @param variant          the protocol variant its calls ran (op.Variant; auto's pick for the batch)
      * @param batch            tokens per rank
      * @param maxRelativeError the largest relative error (L2) of any rank's output against the fp64 oracle
      * @param medianMicros     µs per call, the median of the timed calls
      * @param calls            timed calls
      */
-    public record Row(String engine, int batch, double maxRelativeError, double medianMicros, int calls) {
+    public record Row(String engine, String variant, int batch, double maxRelativeError, double medianMicros,
+                      int calls) {
         /** The header line of the rows as CSV. */
-        public static final String CSV_HEADER = "engine,batch,max_rel_err,us_per_call,calls";
+        public static final String CSV_HEADER = "engine,variant,batch,max_rel_err,us_per_call,calls";
 
         /**
          * {@return whether every rank matched the fp64 oracle within {@link Fp64Oracle#TOLERANCE}} A NaN error (an
@@ -102,8 +107,8 @@ public final class MainJob {
 
         /** {@return this row as one CSV line} */
         public String csvLine() {
-            return String.format(Locale.ROOT, "%s,%d,%.6e,%.3f,%d", engine, batch, maxRelativeError, medianMicros,
-                    calls);
+            return String.format(Locale.ROOT, "%s,%s,%d,%.6e,%.3f,%d", engine, variant, batch, maxRelativeError,
+                    medianMicros, calls);
         }
     }
 
@@ -131,10 +136,26 @@ public final class MainJob {
      * @throws IllegalStateException where the engine cannot be opened here (with the reason)
      */
     public Result run(Engines.Choice choice, Consumer<Row> row) {
+        return run(choice, Variant.LL128, row);
+    }
+
+    /**
+     * As {@link #run(Engines.Choice, Consumer)}, each group running {@code variant}'s protocol
+     * ({@link Engines#openGroup(Engines.Choice, WorkspaceSpec, java.time.Duration, Variant)}); each row names the
+     * variant its calls ran.
+     *
+     * @param choice  the engine
+     * @param variant the protocol variant
+     * @param row     receives each batch's row as soon as it is done
+     * @return the rows and the verdict
+     * @throws IllegalStateException    where the engine cannot be opened here (with the reason)
+     * @throws IllegalArgumentException where the engine does not run the variant
+     */
+    public Result run(Engines.Choice choice, Variant variant, Consumer<Row> row) {
         boolean allPass = true;
         List<Row> rows = new ArrayList<>();
         for (int batch : batches) {
-            Row r = runBatch(choice, batch);
+            Row r = runBatch(choice, variant, batch);
             rows.add(r);
             row.accept(r);
             allPass &= r.passed();
@@ -148,10 +169,10 @@ public final class MainJob {
         progress.flush();
     }
 
-    private Row runBatch(Engines.Choice choice, int batch) {
+    private Row runBatch(Engines.Choice choice, Variant variant, int batch) {
         progress("batch %d: generating inputs", batch);
         WorkspaceSpec spec = new WorkspaceSpec(batch, LOCAL_HEADS, CP, HEAD_DIM, DTYPE);
-        try (Arena arena = Arena.ofShared(); LocalGroup engine = Engines.openGroup(choice, spec, TIMEOUT)) {
+        try (Arena arena = Arena.ofShared(); LocalGroup engine = Engines.openGroup(choice, spec, TIMEOUT, variant)) {
             GroupInputs g = RandomInputs.group(arena, new SplittableRandom(2026L * 1_000_003 + batch), batch,
                     LOCAL_HEADS, CP, HEAD_DIM, DTYPE, 3.0);
             List<TensorView> partialO = g.partialO();
@@ -184,7 +205,8 @@ public final class MainJob {
                 maxError = Math.max(maxError, e);
             }
             long[] sorted = samples.stream().mapToLong(Long::longValue).sorted().toArray();
-            return new Row(engine.engineName(), batch, maxError, median(sorted) / 1e3, sorted.length);
+            return new Row(engine.engineName(), engine.variantFor(spec.maxRows(), HEAD_DIM, DTYPE).spelling(), batch,
+                    maxError, median(sorted) / 1e3, sorted.length);
         }
     }
 
@@ -199,14 +221,28 @@ public final class MainJob {
      * @return the rows and the verdict, the same on every rank
      */
     public Result runAsRank(RankSetup setup, Consumer<Row> row) {
+        return runAsRank(setup, Variant.LL128, row);
+    }
+
+    /**
+     * As {@link #runAsRank(RankSetup, Consumer)}, every rank running {@code variant}'s protocol (the same on every
+     * rank); each row names the variant its calls ran.
+     *
+     * @param setup   this rank of the group
+     * @param variant the protocol variant
+     * @param row     receives each batch's row as soon as it is done
+     * @return the rows and the verdict, the same on every rank
+     */
+    public Result runAsRank(RankSetup setup, Variant variant, Consumer<Row> row) {
         int cp = setup.worldSize();
         int rank = setup.rank();
         boolean allPass = true;
         List<Row> rows = new ArrayList<>();
         for (int batch : batches) {
             WorkspaceSpec spec = new WorkspaceSpec(batch, LOCAL_HEADS, cp, HEAD_DIM, DTYPE);
-            try (Arena arena = Arena.ofShared(); var ws = setup.openWorkspaces(spec.bytes());
-                 var engine = setup.openEngine(ws, TIMEOUT)) {
+            VariantWorkspace vw = setup.variantWorkspace(variant, spec);
+            try (Arena arena = Arena.ofShared(); var ws = setup.openWorkspaces(vw.bytes());
+                 var engine = setup.openEngine(ws, TIMEOUT, vw, spec)) {
                 GroupInputs g = RandomInputs.group(arena, new SplittableRandom(2026L * 1_000_003 + batch), batch,
                         LOCAL_HEADS, cp, HEAD_DIM, DTYPE, 3.0);
                 List<TensorView> partialO = g.partialO();
@@ -227,7 +263,8 @@ public final class MainJob {
                 Arrays.sort(samples);
                 double error = Fp64Oracle.relativeError(mine, Fp64Oracle.reduce(partialO, partialLse, rank, MODE));
                 double[] worst = maxOverRanks(setup, error, median(samples) / 1e3);
-                Row r = new Row("cuda-ipc", batch, worst[0], worst[1], samples.length);
+                Row r = new Row("cuda-ipc", vw.choose(Crossovers.bytesPerRank(spec.maxRows(), cp, HEAD_DIM, DTYPE))
+                        .spelling(), batch, worst[0], worst[1], samples.length);
                 rows.add(r);
                 row.accept(r);
                 allPass &= r.passed();

@@ -11,6 +11,8 @@ import io.github.dcp4j.op.DType;
 import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.ReduceCall;
 import io.github.dcp4j.op.TensorView;
+import io.github.dcp4j.op.Variant;
+import io.github.dcp4j.op.VariantWorkspace;
 import io.github.dcp4j.op.WorkspaceSpec;
 import io.github.dcp4j.peer.GroupCheck;
 import io.github.dcp4j.peer.IpcWorkspaces;
@@ -88,6 +90,7 @@ public final class RankCheck {
     private final long seed;
     private final Duration timeout;
     private final PrintWriter report;
+    private final Variant variant;
     private final List<Check> checks = new ArrayList<>();
 
     /**
@@ -100,6 +103,21 @@ public final class RankCheck {
      * @param report  where each check is printed as it is made (flushed after each)
      */
     public RankCheck(int rank, int cp, long seed, Duration timeout, PrintWriter report) {
+        this(rank, cp, seed, timeout, report, Variant.LL128);
+    }
+
+    /**
+     * A check of one rank whose CUDA IPC cases run {@code variant}'s protocol (op.Variant).
+     *
+     * @param rank    this rank
+     * @param cp      ranks in the group
+     * @param seed    the seed of every case's inputs, the same on every rank
+     * @param timeout how long a rank waits for a peer (kernel)
+     * @param report  where each check is printed as it is made (flushed after each)
+     * @param variant the protocol variant of the CUDA IPC cases, the same on every rank
+     */
+    public RankCheck(int rank, int cp, long seed, Duration timeout, PrintWriter report, Variant variant) {
+        this.variant = variant;
         this.rank = rank;
         this.cp = cp;
         this.seed = seed;
@@ -174,8 +192,9 @@ public final class RankCheck {
     /** Each case's workspaces over CUDA IPC, and this rank's engine on them. */
     private Workspaces ipc(RankSetup setup) {
         return (spec, calls) -> {
-            try (IpcWorkspaces ws = setup.openWorkspaces(spec.bytes());
-                 CudaRankEngine engine = setup.openEngine(ws, timeout)) {
+            VariantWorkspace vw = setup.variantWorkspace(variant, spec);
+            try (IpcWorkspaces ws = setup.openWorkspaces(vw.bytes());
+                 CudaRankEngine engine = setup.openEngine(ws, timeout, vw, spec)) {
                 return calls.applyAsInt(engine);
             }
         };
@@ -191,8 +210,9 @@ public final class RankCheck {
      */
     public int drill(RankSetup setup, Fault fault, int target) {
         WorkspaceSpec spec = specOf(2, 2, cp, 128, DType.BF16);
-        try (Arena arena = Arena.ofShared(); IpcWorkspaces ws = setup.openWorkspaces(spec.bytes());
-             CudaRankEngine engine = setup.openEngine(ws, timeout)) {
+        VariantWorkspace vw = setup.variantWorkspace(variant, spec);
+        try (Arena arena = Arena.ofShared(); IpcWorkspaces ws = setup.openWorkspaces(vw.bytes());
+             CudaRankEngine engine = setup.openEngine(ws, timeout, vw, spec)) {
             GroupInputs g = inputs(arena, 60, 2, 2, 128, DType.BF16, true);
             TensorView out = output(arena, g);
             TensorView o = g.partialO().get(rank);
@@ -292,8 +312,9 @@ public final class RankCheck {
     private int counterWrap(RankSetup setup) {
         WorkspaceSpec spec = specOf(2, 2, cp, 64, DType.BF16);
         int failures = 0;
-        try (Arena arena = Arena.ofShared(); IpcWorkspaces ws = setup.openWorkspaces(spec.bytes());
-             CudaRankEngine engine = setup.openEngine(ws, timeout)) {
+        VariantWorkspace vw = setup.variantWorkspace(variant, spec);
+        try (Arena arena = Arena.ofShared(); IpcWorkspaces ws = setup.openWorkspaces(vw.bytes());
+             CudaRankEngine engine = setup.openEngine(ws, timeout, vw, spec)) {
             engine.forceEpoch((int) ((1L << 32) - 3));
             for (int i = 0; i < 6; i++) {
                 GroupInputs g = inputs(arena, 40 + i, 2, 2, 64, DType.BF16, true);
@@ -313,8 +334,9 @@ public final class RankCheck {
     /** One prepared call, 20 launches captured in a CUDA graph, replayed 3 times; the counter advances by 60. */
     private int graphReplays(RankSetup setup) {
         WorkspaceSpec spec = specOf(4, 4, cp, 256, DType.BF16);
-        try (Arena arena = Arena.ofShared(); IpcWorkspaces ws = setup.openWorkspaces(spec.bytes());
-             CudaRankEngine engine = setup.openEngine(ws, timeout)) {
+        VariantWorkspace vw = setup.variantWorkspace(variant, spec);
+        try (Arena arena = Arena.ofShared(); IpcWorkspaces ws = setup.openWorkspaces(vw.bytes());
+             CudaRankEngine engine = setup.openEngine(ws, timeout, vw, spec)) {
             GroupInputs g = inputs(arena, 50, 4, 4, 256, DType.BF16, true);
             TensorView out = output(arena, g);
             int before = engine.epoch();

@@ -4,7 +4,10 @@ import io.github.dcp4j.bench.BenchReport;
 import io.github.dcp4j.bench.Benchmark;
 import io.github.dcp4j.bench.CaseMatrix;
 import io.github.dcp4j.bench.OpenedDeployment;
+import io.github.dcp4j.io.WholeFile;
 import io.github.dcp4j.layout.Ll128;
+import io.github.dcp4j.op.Crossovers;
+import io.github.dcp4j.op.Variant;
 import io.github.dcp4j.reference.Fp64Oracle;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -16,13 +19,16 @@ import picocli.CommandLine.Spec;
 import java.io.IOException;
 import java.io.PrintWriter;
 import java.io.Writer;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.time.ZonedDateTime;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.Callable;
+import java.util.stream.Collectors;
 
 @Command(name = "bench", mixinStandardHelpOptions = true,
         description = {
@@ -37,6 +43,11 @@ import java.util.concurrent.Callable;
             "Each row is compared with its floors, measured in the same run: the launch floor (the empty kernel"
                 + " launched as the op is, in a CUDA graph) and the byte floor (inputs read once + LL128 lines written"
                 + " and read once + outputs written once, at the measured device-to-device copy bandwidth).",
+            "--variants runs every protocol variant named (ll128, ll, simple, unfused, auto) on the same inputs in one"
+                + " run, each row with its own floors (the launch floor as many empty kernels as the variant launches;"
+                + " the byte floor with the workspace bytes as the variant moves them) and its ratio to unfused's row"
+                + " (/unfus); --tune FILE writes auto's crossovers from the layer rows (the fastest variant at each"
+                + " batch), the file src/main/resources/io/github/dcp4j/op/crossovers-sm_XX.txt ships.",
             "Progress goes to stderr, the table to stdout."})
 final class BenchCommand implements Callable<Integer> {
     @Option(names = "--modes", split = ",", defaultValue = "eager,graph,graph-50,layer",
@@ -68,6 +79,18 @@ final class BenchCommand implements Callable<Integer> {
                     + " and/or device (device tensors used in place; eager rows then time the whole call). Device"
                     + " inputs are measured in loopback. Default ${DEFAULT-VALUE}.")
     List<String> inputs;
+
+    @Option(names = {"--variants", "--variant"}, split = ",", defaultValue = "ll128",
+            converter = VariantConverter.class, paramLabel = "V[,V...]",
+            description = "Protocol variants to run on the same inputs: ll128, ll, simple, unfused, auto (loopback"
+                    + " only for all but ll128); default ${DEFAULT-VALUE}.")
+    List<Variant> variants;
+
+    @Option(names = "--tune", paramLabel = "FILE",
+            description = "Write auto's crossovers (VARIANT FROM_BYTES_PER_RANK per line) from the layer rows with L2"
+                    + " hot: the fastest variant other than auto at each batch. Needs --modes layer, --l2 hot and two"
+                    + " variants or more.")
+    Path tune;
 
     @Option(names = "--samples", defaultValue = "30", description = "Samples per case, default ${DEFAULT-VALUE}.")
     int samples;
@@ -115,9 +138,20 @@ final class BenchCommand implements Callable<Integer> {
         }
         List<Benchmark.Case> wanted;
         try {
-            wanted = CaseMatrix.cases(modes, batches, cp, l2, inputs);
+            wanted = CaseMatrix.cases(modes, batches, cp, l2, inputs, variants);
         } catch (IllegalArgumentException e) {
             throw new ParameterException(cli, e.getMessage(), e);  // it names the option and the value
+        }
+        if (!ranks.equals("loopback") && !variants.equals(List.of(Variant.LL128))) {
+            throw new ParameterException(cli, "--variants other than ll128 are measured with --ranks loopback; got"
+                    + " --ranks " + ranks + " --variants " + variants);
+        }
+        if (tune != null && (variants.stream().filter(v -> v != Variant.AUTO).count() < 2
+                || wanted.stream().noneMatch(c -> c.mode() == Benchmark.Mode.LAYER && !c.flushL2()
+                && !c.deviceInputs()))) {
+            throw new ParameterException(cli, "--tune picks among the variants' layer rows with L2 hot and host inputs:"
+                    + " add layer to --modes, hot to --l2, host to --inputs and two variants or more (other than auto)"
+                    + " to --variants");
         }
         if (plot != null && wanted.stream()
                 .noneMatch(c -> c.mode() == Benchmark.Mode.LAYER && !c.flushL2() && !c.deviceInputs())) {
@@ -157,28 +191,35 @@ final class BenchCommand implements Callable<Integer> {
             table.printf("# dcp4j bench, %s, %s, bf16, cp %d, ranks: %s (%s), copy bandwidth %.0f GB/s (read + write),"
                     + " µs per call: max over ranks of each rank's median%n", when, device, cp,
                     where.deployment().name(), where.deployment().describe(), bench.copyBytesPerSecond() / 1e9);
-            table.printf("%-8s %5s %5s %5s %-11s %-7s %9s %8s %7s %8s %7s %8s %7s %11s %9s%n", "mode", "batch",
-                    "heads",
-                    "hdim", "input", "L2", "us/call", "launch", "x", "bytes", "x", "peer", "x", "host", "rel.err");
+            table.printf("%-8s %5s %5s %5s %-11s %-7s %-13s %9s %8s %7s %8s %7s %8s %7s %7s %11s %9s%n", "mode",
+                    "batch", "heads", "hdim", "input", "L2", "variant", "us/call", "launch", "x", "bytes", "x", "peer",
+                    "x", "/unfus", "host", "rel.err");
             if (cases.size() < wanted.size()) {
                 table.println("# L2-flushed cases left out: " + unsound.orElseThrow());
             }
             table.flush();
+            List<Benchmark.Result> done = new ArrayList<>();
             List<Benchmark.Result> results = bench.runAll(cases, r -> {
+                done.add(r);
                 Double p = BenchReport.peerFor(r, peer);
-                table.printf("%-8s %5d %5d %5d %-11s %-7s %9.2f %8.2f %7.2f %8.2f %7.2f %8s %7s %11s %9.1e%n",
+                Double u = BenchReport.unfusedFor(r, done);
+                table.printf("%-8s %5d %5d %5d %-11s %-7s %-13s %9.2f %8.2f %7.2f %8.2f %7.2f %8s %7s %7s %11s"
+                                + " %9.1e%n",
                         r.c().mode().spelling(), r.c().batch(), r.c().heads(), r.c().headDim(),
-                        r.c().inputName(), r.c().flushL2() ? "flushed" : "hot", r.usPerCall(),
+                        r.c().inputName(), r.c().flushL2() ? "flushed" : "hot", r.variantLabel(), r.usPerCall(),
                         r.launchFloorUs(), r.launchRatio(), r.byteFloorUs(), r.byteRatio(),
                         p == null ? "-" : String.format("%.2f", p), p == null ? "-" : String.format("%.2f",
                                 r.usPerCall() / p),
+                        u == null ? "-" : String.format("%.2f", r.usPerCall() / u),
                         Double.isNaN(r.hostUsPerLaunch()) ? "-" : String.format("%.2f/%.2f", r.hostUsPerLaunch(),
                                 r.hostUsPerEmptyLaunch()), r.maxRelativeError());
                 table.flush();
             });
-            table.println("# launch: empty kernel launched as the op, in a CUDA graph; bytes: byte floor; x: ratio;"
-                    + " peer: µs per call from --peer-csv (unfused loopback, or the NCCL path); host (eager): µs to"
-                    + " queue one op launch / one bare empty launch");
+            table.println("# launch: empty kernel launched as the op (once per kernel of the variant), in a CUDA graph;"
+                    + " bytes: byte floor (the variant's workspace bytes); x: ratio; peer: µs per call from --peer-csv"
+                    + " (unfused loopback, or the NCCL path); /unfus: µs per call over the unfused variant's on the"
+                    + " same inputs; variant: auto:V where auto picked V; host (eager): µs to queue one op launch /"
+                    + " one bare empty launch");
             table.println("# rel.err: NaN where not checked (processes mode checks batches up to 32; `check` covers the"
                     + " rest)");
             table.flush();
@@ -187,6 +228,15 @@ final class BenchCommand implements Callable<Integer> {
             }
             if (json != null && reports) {
                 BenchReport.writeJson(json, results, peer, device, when, bench.copyBytesPerSecond());
+            }
+            if (tune != null && reports) {
+                Crossovers crossovers = BenchReport.tune(results, "bench --tune, " + device + ", " + when);
+                WholeFile.write(tune, o -> o.write(crossovers.format("measured by `dcp4j bench --variants "
+                        + variants.stream().map(Variant::spelling).collect(Collectors.joining(",")) + " --tune` on "
+                        + device + ", " + when + ": layer mode, L2 hot, cp " + cp).getBytes(StandardCharsets.UTF_8)));
+                err.println("auto's crossovers written to " + tune + " (ship it as src/main/resources/io/github/dcp4j/"
+                        + "op/" + Crossovers.resourceName(where.deployment().devices().getFirst().computeCapability())
+                        + ")");
             }
             if (plot != null && reports) {
                 LayerPlot.write(plot, "dcp4j, layer mode, " + device + ", " + when.substring(0, 16),

@@ -3,6 +3,7 @@ package io.github.dcp4j.cli;
 import io.github.dcp4j.check.Check;
 import io.github.dcp4j.check.RankCheck;
 import io.github.dcp4j.engine.cuda.RankSetup;
+import io.github.dcp4j.op.Variant;
 import io.github.dcp4j.reference.ConformanceCases;
 import io.github.dcp4j.rendezvous.LauncherEnvironment;
 import picocli.CommandLine;
@@ -45,6 +46,11 @@ final class CheckCommand implements Callable<Integer> {
     @Option(names = "--inject", paramLabel = "FAULT:RANK",
             description = "A fault drill: wrong-cp-rank:R or skip-call:R.")
     String inject;
+
+    @Option(names = "--variant", defaultValue = "ll128", converter = VariantConverter.class,
+            paramLabel = "ll128|ll|simple|unfused|auto", description = VariantConverter.DESCRIPTION
+                    + " Every rank must name the same.")
+    Variant variant;
 
     @Option(names = "--seed", defaultValue = "" + ConformanceCases.SEED,
             description = "Seed of every case's inputs, default ${DEFAULT-VALUE}.")
@@ -96,7 +102,7 @@ final class CheckCommand implements Callable<Integer> {
             throw new ParameterException(cli, e.getMessage(), e);  // it names the option and the value
         }
         try (RankSetup setup = RankSetup.fromEnvironment(timeout, Log.to(err))) {
-            RankCheck check = new RankCheck(setup.rank(), setup.worldSize(), seed, timeout, report);
+            RankCheck check = new RankCheck(setup.rank(), setup.worldSize(), seed, timeout, report, variant);
             try {
                 if (fault != null) {
                     return check.drill(setup, fault.fault(), fault.rank());

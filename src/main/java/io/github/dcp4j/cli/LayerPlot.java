@@ -22,21 +22,31 @@ import java.text.DecimalFormat;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeMap;
 import java.util.function.UnaryOperator;
 
 /**
- * The layer mode's figure: µs per call against batch, both axes logarithmic, for dcp4j, the peer where the run had
- * one, and the launch and byte floors measured in the same run (docs/PERFORMANCE.md, "Method"), as a PNG.
+ * The layer mode's figure: µs per call against batch, both axes logarithmic, for dcp4j (one line per protocol variant
+ * where the run had several), the peer where the run had one, and the launch and byte floors measured in the same run
+ * (docs/PERFORMANCE.md, "Method"; with several variants, at each batch the lowest of their floors: one kernel's
+ * launch, the fewest bytes any variant moves), as a PNG.
  */
 final class LayerPlot {
     static final int WIDTH = 900;
     static final int HEIGHT = 600;
 
-    /** One batch of a layer-mode run with L2 hot; {@code peerUs} is NaN where the run had no peer. */
-    record Point(int batch, double dcp4jUs, double peerUs, double launchFloorUs, double byteFloorUs) {
+    /**
+     * One batch of one variant of a layer-mode run with L2 hot; {@code peerUs} is NaN where the run had no peer;
+     * {@code variant} is the case's (auto, not the variant it picked).
+     */
+    record Point(String variant, int batch, double dcp4jUs, double peerUs, double launchFloorUs, double byteFloorUs) {
     }
+
+    /** The variant of CSVs written before the benchmark had variants. */
+    private static final String DEFAULT_VARIANT = "ll128";
 
     private LayerPlot() {
     }
@@ -47,7 +57,8 @@ final class LayerPlot {
         for (Benchmark.Result r : results) {
             Benchmark.Case c = r.c();
             if (c.mode() == Benchmark.Mode.LAYER && !c.flushL2() && !c.deviceInputs()) {
-                points.add(new Point(c.batch(), r.usPerCall(), peer.getOrDefault(c.batch(), Double.NaN),
+                points.add(new Point(c.variant().spelling(), c.batch(), r.usPerCall(),
+                        peer.getOrDefault(c.batch(), Double.NaN),
                         r.launchFloorUs(), r.byteFloorUs()));
             }
         }
@@ -98,7 +109,9 @@ final class LayerPlot {
             }
             try {
                 String peer = field.apply("peer_us");
-                points.add(new Point(Integer.parseInt(field.apply("batch")),
+                String variant = header.contains("variant") ? f[header.indexOf("variant")].split(":")[0]
+                        : DEFAULT_VARIANT;
+                points.add(new Point(variant, Integer.parseInt(field.apply("batch")),
                         Double.parseDouble(field.apply("us_per_call")),
                         peer.isEmpty() ? Double.NaN : Double.parseDouble(peer),
                         Double.parseDouble(field.apply("launch_floor_us")),
@@ -111,6 +124,15 @@ final class LayerPlot {
             }
         }
         return new Layer(points, shape);
+    }
+
+    /** One colour per variant's line, in the order the run measured them; the first is dcp4j's single line's. */
+    private static final Color[] VARIANT_COLORS = {new Color(0xC0, 0x20, 0x20), new Color(0xE0, 0x80, 0x00),
+        new Color(0x80, 0x30, 0xA0), new Color(0x00, 0x90, 0x90), new Color(0x60, 0x40, 0x20)};
+
+    /** The lower of two values, where a NaN counts as none. */
+    private static double lowest(double a, double b) {
+        return Double.isNaN(a) ? b : Double.isNaN(b) ? a : Math.min(a, b);
     }
 
     /** Adds the point where a logarithmic axis can show it (a finite, positive value; NaN marks "not measured"). */
@@ -140,18 +162,30 @@ final class LayerPlot {
                     + " --modes layer and --l2 hot)");
         }
         System.setProperty("java.awt.headless", "true");
-        XYSeries dcp4j = new XYSeries("dcp4j");
+        Map<String, XYSeries> variants = new LinkedHashMap<>();
+        points.forEach(p -> variants.computeIfAbsent(p.variant(), v -> new XYSeries("dcp4j " + v)));
+        if (variants.size() == 1) {
+            variants.values().iterator().next().setKey("dcp4j");  // a run of one variant: dcp4j's one line
+        }
         XYSeries peer = new XYSeries("peer (same run)");
         XYSeries launch = new XYSeries("launch floor");
         XYSeries bytes = new XYSeries("byte floor");
+        Map<Integer, double[]> floors = new TreeMap<>();  // batch -> the lowest launch and byte floors
         for (Point p : points) {
-            addPlottable(dcp4j, p.batch(), p.dcp4jUs());
-            addPlottable(peer, p.batch(), p.peerUs());
-            addPlottable(launch, p.batch(), p.launchFloorUs());
-            addPlottable(bytes, p.batch(), p.byteFloorUs());
+            addPlottable(variants.get(p.variant()), p.batch(), p.dcp4jUs());
+            double[] f = floors.computeIfAbsent(p.batch(), b -> new double[] {p.peerUs(), Double.NaN, Double.NaN});
+            f[1] = lowest(f[1], p.launchFloorUs());
+            f[2] = lowest(f[2], p.byteFloorUs());
         }
+        floors.forEach((batch, f) -> {
+            addPlottable(peer, batch, f[0]);
+            addPlottable(launch, batch, f[1]);
+            addPlottable(bytes, batch, f[2]);
+        });
         XYSeriesCollection data = new XYSeriesCollection();
-        for (XYSeries series : List.of(dcp4j, peer, launch, bytes)) {
+        List<XYSeries> all = new ArrayList<>(variants.values());
+        all.addAll(List.of(peer, launch, bytes));
+        for (XYSeries series : all) {
             if (series.getItemCount() > 0) {
                 data.addSeries(series);
             }
@@ -166,7 +200,7 @@ final class LayerPlot {
                 0f);
         for (int i = 0; i < data.getSeriesCount(); i++) {
             Comparable<?> key = data.getSeriesKey(i);
-            renderer.setSeriesPaint(i, key.equals(dcp4j.getKey()) ? new Color(0xC0, 0x20, 0x20)
+            renderer.setSeriesPaint(i, i < VARIANT_COLORS.length && i < variants.size() ? VARIANT_COLORS[i]
                     : key.equals(peer.getKey()) ? new Color(0x20, 0x50, 0xB0)
                     : key.equals(launch.getKey()) ? Color.GRAY : new Color(0x20, 0x80, 0x40));
             renderer.setSeriesStroke(i, key.equals(launch.getKey()) || key.equals(bytes.getKey()) ? dashed

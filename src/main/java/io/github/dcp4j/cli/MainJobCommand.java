@@ -3,6 +3,7 @@ package io.github.dcp4j.cli;
 import io.github.dcp4j.Engines;
 import io.github.dcp4j.check.MainJob;
 import io.github.dcp4j.engine.cuda.RankSetup;
+import io.github.dcp4j.op.Variant;
 import picocli.CommandLine;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.ParameterException;
@@ -15,7 +16,7 @@ import static io.github.dcp4j.reference.Fp64Oracle.TOLERANCE;
 
 /**
  * The main job's options and output ({@link Main} without a subcommand): it checks the options, runs {@link MainJob}
- * and prints its table of engine, batch, max relative error and µs per call (median).
+ * and prints its table of engine, variant, batch, max relative error and µs per call (median).
  */
 final class MainJobCommand {
     @Option(names = "--batches", split = ",", defaultValue = "1,8,64", paramLabel = "B[,B...]",
@@ -33,6 +34,10 @@ final class MainJobCommand {
                     + " reason); default"
                     + " ${DEFAULT-VALUE}.")
     Engines.Choice engine;
+
+    @Option(names = "--variant", defaultValue = "ll128", converter = VariantConverter.class,
+            paramLabel = "ll128|ll|simple|unfused|auto", description = VariantConverter.DESCRIPTION)
+    Variant variant;
 
     @Option(names = "--progress", description = "Print a progress line per step on stderr (the default where stderr"
             + " is a terminal).")
@@ -65,17 +70,23 @@ final class MainJobCommand {
         boolean terminal = System.console() != null && System.console().isTerminal();
         MainJob job = new MainJob(batches, seconds, progress || terminal ? err : new PrintWriter(Writer.nullWriter()));
         if (RankSetup.inEnvironment()) {
-            return runAsRank(job, out, err);
+            return runAsRank(job, variant, out, err);
         }
         err.printf("dcp4j main job: DeepSeek-V2 decode shape, cp %d, %d local heads, head_dim %d, %s, lse %s,"
                 + " strided input%n", MainJob.CP, MainJob.LOCAL_HEADS, MainJob.HEAD_DIM,
                 MainJob.DTYPE.name().toLowerCase(), MainJob.MODE);
         Engines.Resolved resolved = Engines.resolve(engine);
+        try {
+            Engines.requireRuns(engine, variant);
+        } catch (IllegalArgumentException e) {
+            throw new ParameterException(cli, e.getMessage(), e);
+        }
         err.printf("engine: %s (%s)%n", resolved.engine().spelling(), resolved.reason());
-        out.printf("%-7s %6s %13s %14s %7s%n", "engine", "batch", "max rel err", "us/call (med)", "calls");
-        MainJob.Result result = job.run(engine, row -> {
-            out.printf("%-7s %6d %13.3e %14.1f %7d%n", row.engine(), row.batch(), row.maxRelativeError(),
-                    row.medianMicros(), row.calls());
+        out.printf("%-7s %-8s %6s %13s %14s %7s%n", "engine", "variant", "batch", "max rel err", "us/call (med)",
+                "calls");
+        MainJob.Result result = job.run(engine, variant, row -> {
+            out.printf("%-7s %-8s %6d %13.3e %14.1f %7d%n", row.engine(), row.variant(), row.batch(),
+                    row.maxRelativeError(), row.medianMicros(), row.calls());
             out.flush();
         });
         TableFiles.write(csv, json, MainJob.Row.CSV_HEADER, MainJob.Row::csvLine, result.rows());
@@ -86,19 +97,20 @@ final class MainJobCommand {
      * The main job as one rank of a multi-process group (started by {@code launch}): rank 0 prints the table, every
      * row the maximum over ranks.
      */
-    private static int runAsRank(MainJob job, PrintWriter out, PrintWriter err) {
+    private static int runAsRank(MainJob job, Variant variant, PrintWriter out, PrintWriter err) {
         try (RankSetup setup = RankSetup.fromEnvironment(MainJob.TIMEOUT, Log.to(err))) {
             boolean reports = setup.rank() == 0;
             if (reports) {
                 err.printf("dcp4j main job across %d processes: DeepSeek-V2 decode shape, %d local heads, head_dim %d,"
                         + " %s, lse %s, strided input%n", setup.worldSize(), MainJob.LOCAL_HEADS, MainJob.HEAD_DIM,
                         MainJob.DTYPE.name().toLowerCase(), MainJob.MODE);
-                out.printf("%-9s %6s %13s %14s %7s%n", "engine", "batch", "max rel err", "us/call (med)", "calls");
+                out.printf("%-9s %-8s %6s %13s %14s %7s%n", "engine", "variant", "batch", "max rel err",
+                        "us/call (med)", "calls");
             }
-            MainJob.Result result = job.runAsRank(setup, row -> {
+            MainJob.Result result = job.runAsRank(setup, variant, row -> {
                 if (reports) {
-                    out.printf("%-9s %6d %13.3e %14.1f %7d%n", row.engine(), row.batch(), row.maxRelativeError(),
-                            row.medianMicros(), row.calls());
+                    out.printf("%-9s %-8s %6d %13.3e %14.1f %7d%n", row.engine(), row.variant(), row.batch(),
+                            row.maxRelativeError(), row.medianMicros(), row.calls());
                     out.flush();
                 }
             });

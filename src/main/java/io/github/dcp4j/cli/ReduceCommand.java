@@ -3,9 +3,11 @@ package io.github.dcp4j.cli;
 import io.github.dcp4j.Engines;
 import io.github.dcp4j.io.ReduceFile;
 import io.github.dcp4j.op.LseMode;
+import io.github.dcp4j.op.Variant;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
+import picocli.CommandLine.ParameterException;
 import picocli.CommandLine.Spec;
 
 import java.io.IOException;
@@ -41,6 +43,10 @@ final class ReduceCommand implements java.util.concurrent.Callable<Integer> {
                     + " give the same outputs bit for bit; tornado's GPU tests check it against cpu the same way.")
     Engines.Choice engine;
 
+    @Option(names = "--variant", defaultValue = "ll128", converter = VariantConverter.class,
+            paramLabel = "ll128|ll|simple|unfused|auto", description = VariantConverter.DESCRIPTION)
+    Variant variant;
+
     @Option(names = "--timeout", defaultValue = "10s", converter = DurationConverter.class,
             description = "Longest wait for a peer's line, e.g. 500ms, 10s (default ${DEFAULT-VALUE}).")
     Duration timeout;
@@ -55,10 +61,16 @@ final class ReduceCommand implements java.util.concurrent.Callable<Integer> {
             throw new IllegalArgumentException("--output " + output + " is the input file " + input
                     + "; write the output to another file");
         }
-        ReduceFile.Result r = ReduceFile.run(input, output, lseMode, ws -> Engines.openGroup(engine, ws, timeout));
-        spec.commandLine().getErr().printf("reduce: %d ranks x %d rows x head_dim %d (%s, %s) on engine %s, %d"
-                + " call(s) -> %s%n", r.ranks(), r.rows(), r.headDim(), r.dtype().name().toLowerCase(), lseMode,
-                Engines.resolve(engine).engine().spelling(), r.calls(), output);
+        try {
+            Engines.requireRuns(engine, variant);
+        } catch (IllegalArgumentException e) {
+            throw new ParameterException(spec.commandLine(), e.getMessage(), e);
+        }
+        ReduceFile.Result r = ReduceFile.run(input, output, lseMode,
+                ws -> Engines.openGroup(engine, ws, timeout, variant));
+        spec.commandLine().getErr().printf("reduce: %d ranks x %d rows x head_dim %d (%s, %s) on engine %s, variant"
+                + " %s, %d call(s) -> %s%n", r.ranks(), r.rows(), r.headDim(), r.dtype().name().toLowerCase(), lseMode,
+                Engines.resolve(engine).engine().spelling(), variant, r.calls(), output);
         return 0;
     }
 }

@@ -1,7 +1,10 @@
 package io.github.dcp4j.cli;
 
-import io.github.dcp4j.DcpLseReduce;
+import io.github.dcp4j.op.Crossovers;
 import io.github.dcp4j.op.DType;
+import io.github.dcp4j.op.Variant;
+import io.github.dcp4j.op.VariantWorkspace;
+import io.github.dcp4j.op.WorkspaceSpec;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.ParameterException;
@@ -12,7 +15,8 @@ import java.util.concurrent.Callable;
 
 @Command(name = "workspace-size", mixinStandardHelpOptions = true,
         description = "Prints the bytes of one rank's workspace, alone on its line: 128 + 2 x cp x (max-tokens x"
-                + " local-heads) x RowBytes.")
+                + " local-heads) x RowBytes (ll128, simple, unfused); ll: 128 + 2 x cp x rows x (2 x head-dim x"
+                + " element size + 8); auto: the regions of every variant its crossovers for --sm may pick.")
 final class WorkspaceSizeCommand implements Callable<Integer> {
     @Option(names = "--max-tokens", required = true, description = "Most tokens per call.")
     int maxTokens;
@@ -29,6 +33,15 @@ final class WorkspaceSizeCommand implements Callable<Integer> {
     @Option(names = "--dtype", required = true, description = "bf16 or fp16.", converter = DTypeConverter.class)
     DType dtype;
 
+    @Option(names = "--variant", defaultValue = "ll128", converter = VariantConverter.class,
+            paramLabel = "ll128|ll|simple|unfused|auto", description = VariantConverter.DESCRIPTION)
+    Variant variant;
+
+    @Option(names = "--sm", defaultValue = "90", paramLabel = "CC",
+            description = "For --variant auto: the compute capability whose crossovers it picks by (major x 10 +"
+                    + " minor), default ${DEFAULT-VALUE}.")
+    int sm;
+
     @Spec
     CommandSpec spec;
 
@@ -36,7 +49,8 @@ final class WorkspaceSizeCommand implements Callable<Integer> {
     public Integer call() {
         long bytes;
         try {
-            bytes = DcpLseReduce.workspaceSize(maxTokens, localHeads, cp, headDim, dtype);
+            WorkspaceSpec ws = new WorkspaceSpec(maxTokens, localHeads, cp, headDim, dtype);
+            bytes = VariantWorkspace.of(variant, Crossovers.forArchitecture(sm), ws).bytes();
         } catch (IllegalArgumentException e) {
             // the op's own limits, one definition of each; its message names the op's argument and its value
             throw new ParameterException(spec.commandLine(), e.getMessage() + " (--max-tokens " + maxTokens

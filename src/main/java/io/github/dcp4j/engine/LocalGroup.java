@@ -1,9 +1,11 @@
 package io.github.dcp4j.engine;
 
+import io.github.dcp4j.op.DType;
 import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.ReduceCall;
 import io.github.dcp4j.op.Tensor;
 import io.github.dcp4j.op.TensorView;
+import io.github.dcp4j.op.Variant;
 import io.github.dcp4j.op.WorkspaceShape;
 
 import java.lang.foreign.Arena;
@@ -51,6 +53,19 @@ public interface LocalGroup extends AutoCloseable {
      */
     PreparedCall prepare(List<? extends Tensor> partialO, List<? extends Tensor> partialLse,
                          List<? extends Tensor> out, LseMode mode);
+
+    /**
+     * The protocol variant a call of this size runs (op.Variant): the group's own, or the one auto picks for it. The
+     * CPU engine runs ll128.
+     *
+     * @param rows    the call's rows
+     * @param headDim elements of one head
+     * @param dtype   the element type
+     * @return a variant other than auto
+     */
+    default Variant variantFor(int rows, int headDim, DType dtype) {
+        return Variant.LL128;
+    }
 
     /** Re-zeroes every workspace after a failed call (the collective reset); no call may be in flight. */
     void reset();

@@ -81,14 +81,15 @@ class MainJobTest {
     /** The verdict of a row, in this process and as a rank alike: a NaN error (an output NaN) fails. */
     @Test
     void aRowPassesWithinTheOracleToleranceOnlyAndNeverWithANanError() {
-        assertTrue(new MainJob.Row("cpu", 1, Fp64Oracle.TOLERANCE, 1, 1).passed());
-        assertTrue(!new MainJob.Row("cpu", 1, Math.nextUp(Fp64Oracle.TOLERANCE), 1, 1).passed());
-        assertTrue(!new MainJob.Row("cuda-ipc", 1, Double.NaN, 1, 1).passed());
+        assertTrue(new MainJob.Row("cpu", "ll128", 1, Fp64Oracle.TOLERANCE, 1, 1).passed());
+        assertTrue(!new MainJob.Row("cpu", "ll128", 1, Math.nextUp(Fp64Oracle.TOLERANCE), 1, 1).passed());
+        assertTrue(!new MainJob.Row("cuda-ipc", "ll128", 1, Double.NaN, 1, 1).passed());
     }
 
     @Test
     void aRowIsOneCsvLineUnderTheHeader() {
-        assertEquals("engine,batch,max_rel_err,us_per_call,calls", MainJob.Row.CSV_HEADER);
-        assertEquals("cpu,8,1.662200e-03,6415.730,134", new MainJob.Row("cpu", 8, 1.6622e-3, 6415.73, 134).csvLine());
+        assertEquals("engine,variant,batch,max_rel_err,us_per_call,calls", MainJob.Row.CSV_HEADER);
+        assertEquals("cpu,ll128,8,1.662200e-03,6415.730,134",
+                new MainJob.Row("cpu", "ll128", 8, 1.6622e-3, 6415.73, 134).csvLine());
     }
 }

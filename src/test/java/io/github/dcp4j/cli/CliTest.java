@@ -84,14 +84,16 @@ class CliTest {
         assertEquals(0, r.exitCode(), r.err());
         String[] lines = r.out().strip().split("\\R");
         assertEquals(3, lines.length, r.out());
-        assertTrue(lines[0].matches("engine\\s+batch\\s+max rel err\\s+us/call \\(med\\)\\s+calls"), lines[0]);
+        assertTrue(lines[0].matches("engine\\s+variant\\s+batch\\s+max rel err\\s+us/call \\(med\\)\\s+calls"),
+                lines[0]);
         for (int i = 1; i < 3; i++) {
             String[] cells = lines[i].trim().split("\\s+");
             assertEquals("cpu", cells[0]);
-            assertEquals(String.valueOf(i), cells[1]);
-            double err = Double.parseDouble(cells[2]);
+            assertEquals("ll128", cells[1]);
+            assertEquals(String.valueOf(i), cells[2]);
+            double err = Double.parseDouble(cells[3]);
             assertTrue(err > 0 && err < 1e-2, "bf16 rounding shows, within tolerance: " + err);
-            assertTrue(Double.parseDouble(cells[3]) > 0);
+            assertTrue(Double.parseDouble(cells[4]) > 0);
         }
         assertTrue(r.err().contains("engine: cpu"), r.err());
         assertTrue(r.err().contains("matches the fp64 oracle"), r.err());
@@ -365,9 +367,10 @@ class CliTest {
                 json.toString());
         assertEquals(0, r.exitCode(), r.err());
         List<String> lines = Files.readAllLines(csv);
-        assertEquals("engine,batch,max_rel_err,us_per_call,calls", lines.getFirst());
+        assertEquals("engine,variant,batch,max_rel_err,us_per_call,calls", lines.getFirst());
         assertEquals(3, lines.size(), lines.toString());
-        assertTrue(lines.get(1).startsWith("cpu,1,") && lines.get(2).startsWith("cpu,2,"), lines.toString());
+        assertTrue(lines.get(1).startsWith("cpu,ll128,1,") && lines.get(2).startsWith("cpu,ll128,2,"),
+                lines.toString());
         var rows = new com.fasterxml.jackson.databind.ObjectMapper().readTree(json.toFile());
         assertEquals(2, rows.size());
         assertEquals(2, rows.get(1).get("batch").asInt());

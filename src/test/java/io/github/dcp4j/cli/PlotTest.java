@@ -59,6 +59,32 @@ class PlotTest {
         assertTrue(fromResults.stream().anyMatch(p -> Double.isNaN(p.peerUs())), "a batch without a peer stays NaN");
     }
 
+    /** A run of several variants: one line per variant, from the results and from the CSV alike. */
+    @Test
+    void aRunOfSeveralVariantsPlotsOneLinePerVariant() throws IOException {
+        Map<Integer, Double> peer = new HashMap<>();
+        List<Benchmark.Result> results = new ArrayList<>();
+        SplittableRandom random = new SplittableRandom();
+        for (io.github.dcp4j.op.Variant v : io.github.dcp4j.op.Variant.values()) {
+            for (int batch = 1; batch <= 64; batch *= 4) {
+                Benchmark.Case c = new Benchmark.Case(Benchmark.Mode.LAYER, batch, 16, 512, 8, true, false, false, v);
+                results.add(new Benchmark.Result(c, 1 + 100 * random.nextDouble(), 1, batch, 1e-3, Double.NaN,
+                        Double.NaN, v == io.github.dcp4j.op.Variant.AUTO ? io.github.dcp4j.op.Variant.LL : v));
+            }
+        }
+        Path csv = dir.resolve("variants.csv");
+        BenchReport.writeCsv(csv, results, peer);
+        List<LayerPlot.Point> fromResults = LayerPlot.of(results, peer);
+        assertEquals(5 * 4, fromResults.size());
+        assertEquals(fromResults, LayerPlot.readCsv(csv).points());
+        assertEquals(List.of("ll128", "ll", "simple", "unfused", "auto"), fromResults.stream()
+                .map(LayerPlot.Point::variant).distinct().toList());
+        Path png = dir.resolve("variants.png");
+        CliTest.Result r = CliTest.run("plot", "--csv", csv.toString(), "--output", png.toString());
+        assertEquals(0, r.exitCode(), r.err());
+        assertEquals(LayerPlot.WIDTH, ImageIO.read(png.toFile()).getWidth());
+    }
+
     @Test
     void plotWritesAPngOfTheFiguresSize() throws IOException {
         Map<Integer, Double> peer = new HashMap<>();

@@ -88,6 +88,28 @@ class MultiProcessGpuTest {
         assertEquals(n, r.count("all cases passed"), r.out());
     }
 
+    /** Every protocol variant over CUDA IPC: the conformance cases, the counter's wrap and graph replays. */
+    @ParameterizedTest(name = "variant {0}")
+    @ValueSource(strings = {"ll", "simple", "unfused", "auto"})
+    void everyVariantPassesEveryCaseOverIpc(String variant) {
+        requireGpus(1);
+        Run r = dcp4j("launch", "--nproc", "4", "--", "check", "--variant", variant);
+        assertEquals(0, r.code(), r.err());
+        assertEquals(4, r.count("all cases passed"), r.out());
+    }
+
+    /** In every variant a rank that skips a call is named by the others, and the collective reset recovers. */
+    @ParameterizedTest(name = "variant {0}")
+    @ValueSource(strings = {"ll", "simple", "unfused"})
+    void aRankThatSkipsACallIsNamedByTheOthersInEveryVariant(String variant) {
+        requireGpus(1);
+        Run r = dcp4j("launch", "--nproc", "4", "--", "check", "--variant", variant, "--inject", "skip-call:1",
+                "--timeout", "2s");
+        assertEquals(0, r.code(), r.err());
+        assertEquals(3, r.count("source rank 1"), r.out());
+        assertEquals(4, r.count("after the drill, a normal call"), r.out());
+    }
+
     @Test
     void ranksThatDifferFromTheLaunchOrderPass() {
         requireGpus(1);

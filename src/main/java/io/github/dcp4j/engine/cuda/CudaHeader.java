@@ -1,7 +1,9 @@
 package io.github.dcp4j.engine.cuda;
 
+import io.github.dcp4j.layout.FencedLayout;
 import io.github.dcp4j.layout.KernelAbi;
 import io.github.dcp4j.layout.Ll128;
+import io.github.dcp4j.layout.LlLayout;
 import io.github.dcp4j.op.WeightExp;
 
 import java.io.IOException;
@@ -40,11 +42,14 @@ public final class CudaHeader {
 
     static String generate() {
         StringBuilder h = new StringBuilder();
-        h.append("// Generated from io.github.dcp4j.layout.Ll128, op.WeightExp and layout.KernelAbi by CudaHeader: do"
-                + " not edit.\n#pragma once\n\nnamespace dcp4j {\n\n");
-        constants(h, Ll128.class);
+        h.append("// Generated from io.github.dcp4j.layout.Ll128, LlLayout, FencedLayout, op.WeightExp and"
+                + " layout.KernelAbi by CudaHeader: do not edit.\n#pragma once\n\nnamespace dcp4j {\n\n");
+        constants(h, Ll128.class, "");
         h.append('\n');
-        constants(h, WeightExp.class);
+        constants(h, LlLayout.class, "Ll");
+        constants(h, FencedLayout.class, "Fenced");
+        h.append('\n');
+        constants(h, WeightExp.class, "");
         h.append("// Taylor<k>::kValue = 1/k!, the coefficients of op.WeightExp (compile-time constants in the code)\n")
                 .append("template <int K>\nstruct Taylor;\n");
         float[] taylor = WeightExp.taylorCoefficients();
@@ -73,7 +78,8 @@ public final class CudaHeader {
         return h.toString();
     }
 
-    private static void constants(StringBuilder h, Class<?> from) {
+    /** Every public constant of {@code from} as {@code k<prefix><CamelName>}. */
+    private static void constants(StringBuilder h, Class<?> from, String prefix) {
         for (Field f : from.getDeclaredFields()) {
             int m = f.getModifiers();
             if (!Modifier.isStatic(m) || !Modifier.isPublic(m) || !Modifier.isFinal(m)) {
@@ -81,7 +87,7 @@ public final class CudaHeader {
             }
             try {
                 Object v = f.get(null);
-                String name = "k" + camel(f.getName());
+                String name = "k" + prefix + camel(f.getName());
                 if (v instanceof Integer i) {
                     h.append("constexpr int ").append(name).append(" = ").append(i).append(";\n");
                 } else if (v instanceof Long l) {

@@ -5,10 +5,14 @@ import io.github.dcp4j.cuda.CudaStream;
 import io.github.dcp4j.engine.FirstFailure;
 import io.github.dcp4j.engine.LocalGroup;
 import io.github.dcp4j.engine.PeerTimeoutException;
+import io.github.dcp4j.op.Crossovers;
+import io.github.dcp4j.op.DType;
 import io.github.dcp4j.op.DeviceTensor;
 import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.ReduceCall;
 import io.github.dcp4j.op.Tensor;
+import io.github.dcp4j.op.Variant;
+import io.github.dcp4j.op.VariantWorkspace;
 import io.github.dcp4j.op.WorkspaceSpec;
 import io.github.dcp4j.peer.LoopbackWorkspaces;
 import io.github.dcp4j.peer.PeerWorkspaces;
@@ -20,7 +24,8 @@ import java.util.List;
 import java.util.Objects;
 
 /**
- * The CUDA engine in loopback: all cp ranks of a group on one GPU, in one launch of the LL128 kernel,
+ * The CUDA engine in loopback: all cp ranks of a group on one GPU, in one launch of the variant's kernel (op.Variant:
+ * LL128 by default; unfused launches two kernels; auto picks per call),
  * each rank a slice of the grid with its own workspace ({@link LoopbackWorkspaces}), inputs and outputs. This runs the
  * whole protocol on a single GPU, peer writes included (to other ranks' workspaces on the same device).
  *
@@ -44,6 +49,9 @@ public final class CudaLoopbackEngine implements LocalGroup {
     private final boolean ownsDevice;
     private final StreamBinding binding;
     private final WorkspaceState state;
+    private final VariantWorkspace variantWorkspace;
+    /** The contract's workspace size for the group's spec: what calls are validated against. */
+    private final long contractBytes;
     /** The last eager call's arguments and its prepared launch (device tensors only: it holds no memory). */
     private EagerCall lastEager;
 
@@ -56,8 +64,12 @@ public final class CudaLoopbackEngine implements LocalGroup {
         }
     }
 
-    private CudaLoopbackEngine(CudaDevice device, boolean ownsDevice, int cpSize, long workspaceBytes,
-                               Duration timeout) {
+    private CudaLoopbackEngine(CudaDevice device, boolean ownsDevice, WorkspaceSpec spec, Duration timeout,
+                               VariantWorkspace variantWorkspace) {
+        int cpSize = spec.cpSize();
+        long workspaceBytes = variantWorkspace.bytes();
+        this.variantWorkspace = variantWorkspace;
+        this.contractBytes = spec.bytes();
         this.device = device;
         this.binding = new StreamBinding(device);
         this.ownsDevice = ownsDevice;
@@ -91,8 +103,38 @@ public final class CudaLoopbackEngine implements LocalGroup {
      * @return the group; close it to free the workspaces
      */
     public static CudaLoopbackEngine open(CudaDevice device, WorkspaceSpec spec, Duration timeout) {
+        return open(device, spec, timeout, Variant.LL128);
+    }
+
+    /**
+     * As {@link #open(CudaDevice, WorkspaceSpec, Duration)} for {@code variant}; auto picks by the crossovers shipped
+     * for the device's architecture ({@link Crossovers#forArchitecture}), or the fallback rule.
+     *
+     * @param device  the GPU every rank runs on
+     * @param spec    the largest call the group will make
+     * @param timeout how long a rank waits for a peer's line
+     * @param variant the protocol variant the group's calls run
+     * @return the group; close it to free the workspaces
+     */
+    public static CudaLoopbackEngine open(CudaDevice device, WorkspaceSpec spec, Duration timeout, Variant variant) {
         Objects.requireNonNull(device, "device");
-        return open(device, false, spec, timeout);
+        return open(device, spec, timeout, variant, Crossovers.forArchitecture(device.computeCapability()));
+    }
+
+    /**
+     * As {@link #open(CudaDevice, WorkspaceSpec, Duration, Variant)}, auto picking by {@code crossovers}.
+     *
+     * @param device     the GPU every rank runs on
+     * @param spec       the largest call the group will make
+     * @param timeout    how long a rank waits for a peer's line
+     * @param variant    the protocol variant the group's calls run
+     * @param crossovers what auto picks by (unused for the other variants)
+     * @return the group; close it to free the workspaces
+     */
+    public static CudaLoopbackEngine open(CudaDevice device, WorkspaceSpec spec, Duration timeout, Variant variant,
+                                          Crossovers crossovers) {
+        Objects.requireNonNull(device, "device");
+        return open(device, false, spec, timeout, variant, crossovers);
     }
 
     /**
@@ -104,9 +146,23 @@ public final class CudaLoopbackEngine implements LocalGroup {
      * @return the group; close it to free the workspaces
      */
     public static CudaLoopbackEngine open(int ordinal, WorkspaceSpec spec, Duration timeout) {
+        return open(ordinal, spec, timeout, Variant.LL128);
+    }
+
+    /**
+     * As {@link #open(int, WorkspaceSpec, Duration)} for {@code variant} (auto: as {@link #open(CudaDevice,
+     * WorkspaceSpec, Duration, Variant)}).
+     *
+     * @param ordinal the GPU's ordinal
+     * @param spec    the largest call the group will make
+     * @param timeout how long a rank waits for a peer's line
+     * @param variant the protocol variant the group's calls run
+     * @return the group; close it to free the workspaces
+     */
+    public static CudaLoopbackEngine open(int ordinal, WorkspaceSpec spec, Duration timeout, Variant variant) {
         CudaDevice device = CudaDevice.open(ordinal);
         try {
-            return open(device, true, spec, timeout);
+            return open(device, true, spec, timeout, variant, Crossovers.forArchitecture(device.computeCapability()));
         } catch (RuntimeException e) {
             device.close();
             throw e;
@@ -114,10 +170,13 @@ public final class CudaLoopbackEngine implements LocalGroup {
     }
 
     private static CudaLoopbackEngine open(CudaDevice device, boolean ownsDevice, WorkspaceSpec spec,
-                                           Duration timeout) {
+                                           Duration timeout, Variant variant, Crossovers crossovers) {
         Objects.requireNonNull(spec, "spec");
+        Objects.requireNonNull(variant, "variant");
+        Objects.requireNonNull(crossovers, "crossovers");
         requirePositive(timeout);
-        return new CudaLoopbackEngine(device, ownsDevice, spec.cpSize(), spec.bytes(), timeout);
+        return new CudaLoopbackEngine(device, ownsDevice, spec, timeout,
+                VariantWorkspace.of(variant, crossovers, spec));
     }
 
     static void requirePositive(Duration timeout) {
@@ -145,7 +204,29 @@ public final class CudaLoopbackEngine implements LocalGroup {
 
     @Override
     public String description() {
-        return cpSize() + " ranks in one launch on " + device + ", kernels from " + kernels.source();
+        return cpSize() + " ranks in one launch on " + device + ", variant " + variantDescription() + ", kernels from "
+                + kernels.source();
+    }
+
+    /** {@return the variant the group was opened for; auto names its crossovers} */
+    private String variantDescription() {
+        Variant v = variantWorkspace.variant();
+        return v == Variant.AUTO ? "auto (" + variantWorkspace.crossovers().source() + ")" : v.spelling();
+    }
+
+    /** {@return the variant the group was opened for (auto: each call's own is its KernelCall's)} */
+    public Variant variant() {
+        return variantWorkspace.variant();
+    }
+
+    @Override
+    public Variant variantFor(int rows, int headDim, DType dtype) {
+        return variantWorkspace.choose(Crossovers.bytesPerRank(rows, cpSize(), headDim, dtype));
+    }
+
+    @Override
+    public String toString() {
+        return "CudaLoopbackEngine[" + cpSize() + " ranks on " + device + ", variant " + variantDescription() + "]";
     }
 
     @Override
@@ -179,19 +260,20 @@ public final class CudaLoopbackEngine implements LocalGroup {
     }
 
     /**
-     * Overwrites every rank's device-side call counter (white-box, as upstream's tests write {@code ws[:4]}).
+     * Overwrites every rank's device-side call counter, in every region of an auto group (white-box, as upstream's
+     * tests write {@code ws[:4]}).
      *
      * @param epoch the counter every rank's next call will use
      */
     public void forceEpoch(int epoch) {
-        for (PeerWorkspaces v : views) {
+        for (PeerWorkspaces v : allRegions()) {
             OwnWorkspace.forceEpoch(v, epoch);
         }
     }
 
     /** Whether rank {@code rank}'s workspace is marked poisoned on the device (white-box, for the fault tests). */
     boolean poisoned(int rank) {
-        return OwnWorkspace.poisoned(views.get(rank));
+        return allRegions().stream().filter(v -> v.rank() == rank).anyMatch(OwnWorkspace::poisoned);
     }
 
     /** Copies rank {@code rank}'s workspace (its first {@code into.byteSize()} bytes) into {@code into}. */
@@ -220,10 +302,9 @@ public final class CudaLoopbackEngine implements LocalGroup {
     public KernelCall prepare(List<? extends Tensor> partialO, List<? extends Tensor> partialLse,
                               List<? extends Tensor> out, LseMode mode, CudaStream stream) {
         state.requireUsable();
-        List<ReduceCall> calls = LocalGroup.validateAll(partialO, partialLse, out, cpSize(),
-                workspaces.rank(0).workspaceBytes(), mode);
+        List<ReduceCall> calls = LocalGroup.validateAll(partialO, partialLse, out, cpSize(), contractBytes, mode);
         binding.requireAllowed(stream);
-        KernelCall call = new KernelCall(kernels, calls, views, stream, kernels.coResidentBlocks(), timeout, state);
+        KernelCall call = newCall(calls, views, stream);
         binding.bind(stream);  // only once the call passed every check: a refused call binds nothing
         return call;
     }
@@ -298,7 +379,7 @@ public final class CudaLoopbackEngine implements LocalGroup {
      */
     public void checkStatus() {
         state.requireOpen();
-        state.check(views, timeout);
+        state.check(allRegions(), timeout);
     }
 
     /** A call on {@code stream} in which only {@code ranks} take part (the others never send): the fault tests'. */
@@ -311,10 +392,26 @@ public final class CudaLoopbackEngine implements LocalGroup {
             launched.add(calls.get(r));
             launchedViews.add(views.get(r));
         }
-        KernelCall call = new KernelCall(kernels, launched, launchedViews, stream, kernels.coResidentBlocks(), timeout,
-                state);
+        KernelCall call = newCall(launched, launchedViews, stream);
         binding.bind(stream);
         return call;
+    }
+
+    /** A kernel call of the variant these calls run, on its region of each workspace. */
+    private KernelCall newCall(List<ReduceCall> calls, List<PeerWorkspaces> launchedViews, CudaStream stream) {
+        ReduceCall first = calls.getFirst();
+        Variant v = variantFor(first.rows(), first.row().headDim(), first.dtype());
+        List<PeerWorkspaces> region = RegionView.of(launchedViews, variantWorkspace, variantWorkspace.region(v));
+        return new KernelCall(kernels, calls, region, stream, kernels.coResidentBlocks(), timeout, state, v);
+    }
+
+    /** Every rank's view of every region of its workspace: where a timeout of any variant's call is recorded. */
+    private List<PeerWorkspaces> allRegions() {
+        List<PeerWorkspaces> all = new ArrayList<>();
+        for (VariantWorkspace.Region region : variantWorkspace.regions()) {
+            all.addAll(RegionView.of(views, variantWorkspace, region));
+        }
+        return all;
     }
 
     /** As {@link #prepareRanks(List, int[], CudaStream)} on the group's own stream. */

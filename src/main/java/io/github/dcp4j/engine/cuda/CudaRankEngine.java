@@ -5,9 +5,13 @@ import io.github.dcp4j.cuda.CudaStream;
 import io.github.dcp4j.engine.FirstFailure;
 import io.github.dcp4j.engine.RankWorkspace;
 import io.github.dcp4j.layout.Ll128;
+import io.github.dcp4j.op.Crossovers;
 import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.ReduceCall;
 import io.github.dcp4j.op.Tensor;
+import io.github.dcp4j.op.Variant;
+import io.github.dcp4j.op.VariantWorkspace;
+import io.github.dcp4j.op.WorkspaceShape;
 import io.github.dcp4j.peer.GroupCheck;
 import io.github.dcp4j.peer.PeerWorkspaces;
 import io.github.dcp4j.rendezvous.Rendezvous;
@@ -44,10 +48,19 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
     private final WorkspaceState state;
     /** What closing the engine closes after it (the bootstrap's workspaces and rendezvous), or nothing. */
     private final Runnable owned;
+    /** The variant's regions of the workspace (one region, the whole workspace, for ll128). */
+    private final VariantWorkspace variants;
+    /** The contract's workspace size for the group's spec: what calls are validated against. */
+    private final long contractBytes;
+    /** The region the last prepared call runs in (its variant's; the whole workspace for ll128). */
+    private volatile PeerWorkspaces lastRegion;
 
     private CudaRankEngine(PeerWorkspaces view, Rendezvous rendezvous, Duration timeout, int ranksSharingGpu,
-                           Runnable owned) {
+                           Runnable owned, VariantWorkspace variants, long contractBytes) {
+        this.variants = variants;
+        this.contractBytes = contractBytes;
         this.view = view;
+        this.lastRegion = RegionView.of(List.of(view), variants, variants.regions().getFirst()).getFirst();
         this.binding = new StreamBinding(view.device());
         this.owned = owned;
         this.rendezvous = rendezvous;
@@ -88,6 +101,29 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
     static CudaRankEngine open(PeerWorkspaces view, Rendezvous rendezvous, Duration timeout, int ranksSharingGpu,
                                Runnable owned) {
         Objects.requireNonNull(view, "view");
+        VariantWorkspace whole = new VariantWorkspace(Variant.LL128, Crossovers.fallback(),
+                List.of(new VariantWorkspace.Region(Variant.LL128.layoutName(), 0, view.workspaceBytes())));
+        return open(view, rendezvous, timeout, ranksSharingGpu, owned, whole, view.workspaceBytes());
+    }
+
+    /**
+     * As {@link #open(PeerWorkspaces, Rendezvous, Duration, int)}, running the variant of {@code variants} (op.Variant)
+     * on workspaces of at least {@code variants.bytes()}, with calls validated against the contract's workspace size
+     * for the group's spec; collective (every rank claims the same variant).
+     *
+     * @param view            this rank's view of every rank's workspace
+     * @param rendezvous      the group's rendezvous, for the collective checks
+     * @param timeout         how long a wait for a peer's line lasts before the call fails
+     * @param ranksSharingGpu ranks of the group whose kernels run on this GPU at the same time
+     * @param owned           what closing the engine closes after it
+     * @param variants        the variant and its regions of the workspace
+     * @param contractBytes   {@code WorkspaceSpec.bytes()} of the group's spec
+     * @return this rank's engine (collective: every rank opens its own)
+     */
+    static CudaRankEngine open(PeerWorkspaces view, Rendezvous rendezvous, Duration timeout, int ranksSharingGpu,
+                               Runnable owned, VariantWorkspace variants, long contractBytes) {
+        Objects.requireNonNull(view, "view");
+        Objects.requireNonNull(variants, "variants");
         Objects.requireNonNull(rendezvous, "rendezvous");
         CudaLoopbackEngine.requirePositive(timeout);
         if (ranksSharingGpu < 1) {
@@ -96,7 +132,10 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
         String problem = null;
         try {
             PeerWorkspaces.requireValid(view);
-            if (view.rank() != rendezvous.rank() || view.cpSize() != rendezvous.worldSize()) {
+            if (view.workspaceBytes() < variants.bytes()) {
+                problem = "its workspaces of " + view.workspaceBytes() + " bytes are smaller than the "
+                        + variants.bytes() + " the " + variants.variant() + " variant needs";
+            } else if (view.rank() != rendezvous.rank() || view.cpSize() != rendezvous.worldSize()) {
                 problem = "its workspaces are rank " + view.rank() + " of " + view.cpSize() + " but it joined the"
                         + " rendezvous as rank " + rendezvous.rank() + " of " + rendezvous.worldSize();
             }
@@ -105,8 +144,9 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
         }
         GroupCheck.agree(rendezvous, "engine-open", "opening the CUDA engine on " + view.provider() + " workspaces",
                 GroupCheck.Claim.of("protocol", Ll128.PROTOCOL_ID, "cp_size", view.cpSize(), "workspace_bytes",
-                        view.workspaceBytes(), "timeout", timeout).withProblem(problem));
-        return new CudaRankEngine(view, rendezvous, timeout, ranksSharingGpu, owned);
+                        view.workspaceBytes(), "timeout", timeout, "variant", variants.variant().spelling(),
+                        "crossovers", variants.crossovers().steps().toString()).withProblem(problem));
+        return new CudaRankEngine(view, rendezvous, timeout, ranksSharingGpu, owned, variants, contractBytes);
     }
 
     @Override
@@ -124,9 +164,25 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
         return view.workspaceBytes();
     }
 
+    /** Calls are validated against the contract's size for the group's spec (an ll workspace is larger). */
+    @Override
+    public WorkspaceShape shape() {
+        return new WorkspaceShape(cpSize(), rank(), contractBytes);
+    }
+
     @Override
     public String engineName() {
         return CudaLoopbackEngine.NAME;
+    }
+
+    /** {@return the variant the engine was opened for (auto: each call's own is its KernelCall's)} */
+    public Variant variant() {
+        return variants.variant();
+    }
+
+    /** This rank's view of each region of its workspace. */
+    private List<PeerWorkspaces> regions() {
+        return variants.regions().stream().flatMap(r -> RegionView.of(List.of(view), variants, r).stream()).toList();
     }
 
     /** {@return the GPU this rank runs on} */
@@ -134,9 +190,12 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
         return view.device();
     }
 
-    /** {@return the device-side call counter of this rank's workspace} */
+    /**
+     * {@return the device-side call counter of this rank's workspace: of the region the last prepared call runs in,
+     * where auto's calls run in several (each variant's region has its own counter)}
+     */
     public int epoch() {
-        return OwnWorkspace.epoch(view);
+        return OwnWorkspace.epoch(lastRegion);
     }
 
     /**
@@ -146,7 +205,7 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
      * @return true while the workspace is poisoned
      */
     public boolean poisoned() {
-        return OwnWorkspace.poisoned(view);
+        return regions().stream().anyMatch(OwnWorkspace::poisoned);
     }
 
     /**
@@ -159,7 +218,7 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
         state.requireUsable();
         view.device().synchronize();
         rendezvous.barrier("epoch-before");
-        OwnWorkspace.forceEpoch(view, epoch);
+        regions().forEach(r -> OwnWorkspace.forceEpoch(r, epoch));
         rendezvous.barrier("epoch-after");
     }
 
@@ -215,8 +274,12 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
                         "head_dim", call.headDim(), "dtype", call.dtype(), "lse_mode", call.mode().spelling());
         GroupCheck.agree(rendezvous, "call-check", "the call", claim.withProblem(state.poisonReason()));
         try {
-            KernelCall prepared = new KernelCall(kernels, List.of(call), List.of(view), stream, blockBudget, timeout,
-                    state);
+            Variant v = variants.choose(Crossovers.bytesPerRank(call.rows(), call.cpSize(), call.headDim(),
+                    call.dtype()));
+            List<PeerWorkspaces> region = RegionView.of(List.of(view), variants, variants.region(v));
+            KernelCall prepared = new KernelCall(kernels, List.of(call), region, stream, blockBudget, timeout, state,
+                    v);
+            lastRegion = region.getFirst();
             binding.bind(stream);
             return prepared;
         } catch (RuntimeException e) {
@@ -272,6 +335,6 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
     @Override
     public String toString() {
         return "CUDA rank " + rank() + " of " + cpSize() + " on " + view.device() + " (" + view.provider()
-                + " workspaces, kernels from " + kernels.source() + ")";
+                + " workspaces, variant " + variants.variant() + ", kernels from " + kernels.source() + ")";
     }
 }

@@ -150,6 +150,16 @@ record GridPlan(boolean rowKernel, int blocksPerRank, int tileRows, int sendWind
     }
 
     /**
+     * The plan of the other variants (op.Variant: ll, simple, unfused): a block per row while the rows fit the budget
+     * (or {@code tuning.maxBlocks()}), else every block takes rows b, b + B, ...; simple's and unfused's flags are one
+     * per block, so every rank must derive the same B, as it does from the same call and budget.
+     */
+    static GridPlan forVariant(int rows, int budget, Tuning tuning) {
+        int blocks = Math.max(1, Math.min(budget, tuning.maxBlocks()));
+        return new GridPlan(false, Math.max(1, Math.min(rows, blocks)), 1, 0, true);
+    }
+
+    /**
      * The rows a row kernel block takes at once: {@code tuning.stepRows()} where set, else {@link #DEFAULT_STEP_ROWS}
      * where the rows outnumber the blocks, else 1; never more than a block's share of the rows or than what fits.
      */

@@ -7,13 +7,16 @@ import io.github.dcp4j.cuda.KernelLaunch;
 import io.github.dcp4j.engine.FirstFailure;
 import io.github.dcp4j.engine.LocalGroup;
 import io.github.dcp4j.engine.PeerTimeoutException;
+import io.github.dcp4j.layout.FencedLayout;
 import io.github.dcp4j.layout.KernelAbi;
 import io.github.dcp4j.layout.Ll128;
+import io.github.dcp4j.layout.LlLayout;
 import io.github.dcp4j.layout.WorkspaceLayout;
 import io.github.dcp4j.op.DeviceTensor;
 import io.github.dcp4j.op.ReduceCall;
 import io.github.dcp4j.op.Tensor;
 import io.github.dcp4j.op.TensorView;
+import io.github.dcp4j.op.Variant;
 import io.github.dcp4j.peer.PeerWorkspaces;
 import jcuda.driver.CUfunction;
 
@@ -24,7 +27,8 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * One prepared launch of the LL128 kernel on one GPU, for one or more ranks (all of a loopback group, or the one rank
+ * One prepared call of one protocol variant (op.Variant: the LL128 kernel by default; ll, simple, or unfused's two
+ * kernels) on one GPU, for one or more ranks (all of a loopback group, or the one rank
  * of this process), and the launch parameter, which carries everything by value (KernelAbi). Device tensors
  * ({@link DeviceTensor}) are read and written in place, after the driver has confirmed that each is device memory
  * of this GPU and lies inside one allocation; host views ({@link TensorView}, the convenience path) are copied
@@ -58,10 +62,15 @@ public final class KernelCall implements LocalGroup.PreparedCall {
     private final GridPlan plan;
     private final boolean earlyDependents;
     private final boolean streamInputs;
+    private final Variant variant;
+    /** The launch parameter's rank capacity (KernelAbi.RANK_CAPACITIES) of this call's kernels. */
+    private final int capacity;
     private final int grid;
     private final byte[] args;
-    private KernelLaunch launch;
-    private KernelLaunch launchEmpty;
+    /** The variant's launches, in order (unfused: copy, then merge), made at the first launch. */
+    private List<KernelLaunch> launches;
+    /** As many empty launches as the variant has kernels: its launch floor. */
+    private List<KernelLaunch> launchesEmpty;
     private boolean closed;
 
     private record HostOutput(TensorView view, DeviceBuffer buffer) {
@@ -77,6 +86,20 @@ public final class KernelCall implements LocalGroup.PreparedCall {
      */
     KernelCall(Kernels kernels, List<ReduceCall> calls, List<PeerWorkspaces> views, CudaStream stream,
                int blockBudget, Duration timeout, WorkspaceState state) {
+        this(kernels, calls, views, stream, blockBudget, timeout, state, Variant.LL128);
+    }
+
+    /**
+     * As above, for {@code variant}'s kernels; {@code views} see the variant's region of each workspace
+     * (op.VariantWorkspace) as the workspace.
+     */
+    KernelCall(Kernels kernels, List<ReduceCall> calls, List<PeerWorkspaces> views, CudaStream stream,
+               int blockBudget, Duration timeout, WorkspaceState state, Variant variant) {
+        if (variant == Variant.AUTO) {
+            throw new IllegalArgumentException("a kernel call runs the variant auto picked; got auto");
+        }
+        this.variant = variant;
+        this.capacity = Kernels.capacity(variant, calls.size());
         this.kernels = kernels;
         this.calls = List.copyOf(calls);
         this.views = List.copyOf(views);
@@ -86,8 +109,9 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         ReduceCall first = calls.getFirst();
         WorkspaceLayout layout = first.layout();
         GridPlan.Tuning tuning = GridPlan.Tuning.fromSystemProperty();
-        this.plan = GridPlan.of(first.rows(), first.cpSize(), first.row().dataLines(), blockBudget / calls.size(),
-                tuning);
+        this.plan = variant == Variant.LL128
+                ? GridPlan.of(first.rows(), first.cpSize(), first.row().dataLines(), blockBudget / calls.size(), tuning)
+                : GridPlan.forVariant(first.rows(), blockBudget / calls.size(), tuning);
         long inputBytes = (long) calls.size() * first.rows() * first.cpSize() * first.row().dataBytes();
         this.streamInputs = GridPlan.streamInputs(inputBytes, kernels.device().l2Bytes(), tuning);
         this.grid = plan.blocksPerRank() * calls.size();
@@ -98,7 +122,7 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         this.checkedAtForgotten = CudaDevice.forgottenAllocations();  // read before the pointers are checked
         calls.forEach(c -> requireLocalChecks(kernels.device(), c));
         try {
-            this.args = launchArgs(KernelAbi.capacityFor(calls.size()), first, layout);
+            this.args = launchArgs(capacity, first, layout);
         } catch (RuntimeException e) {
             closeBuffers();
             throw e;
@@ -113,6 +137,17 @@ public final class KernelCall implements LocalGroup.PreparedCall {
     /** {@return the blocks of each launched rank} */
     public int blocksPerRank() {
         return plan.blocksPerRank();
+    }
+
+    /** {@return the variant this call runs} */
+    public Variant variant() {
+        return variant;
+    }
+
+    @Override
+    public String toString() {
+        return "KernelCall[variant " + variant + ", " + calls.size() + " rank(s) on " + device() + ", "
+                + plan.blocksPerRank() + " block(s) per rank" + (plan.rowKernel() ? ", row kernel" : "") + "]";
     }
 
     /** {@return whether this call runs the row kernel (docs/CUDA.md), else the tiled one} */
@@ -137,9 +172,10 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         put(b, 0, f, "line_groups", first.row().lineGroups());
         put(b, 0, f, "groups_magic", KernelAbi.divisorMagic(first.row().lineGroups()));
         put(b, 0, f, "peers_magic", KernelAbi.divisorMagic(Math.max(1, cp - 1)));
-        put(b, 0, f, "data_slot_bytes", layout.dataSlotBytes());
-        put(b, 0, f, "lse_region_offset", layout.lseRegionOffset());
-        put(b, 0, f, "lse_slot_bytes", layout.lseSlotBytes());
+        long[] regions = regionSizes(variant, layout);
+        put(b, 0, f, "data_slot_bytes", regions[0]);
+        put(b, 0, f, "lse_region_offset", regions[1]);
+        put(b, 0, f, "lse_slot_bytes", regions[2]);
         put(b, 0, f, "timeout_ns", timeout.toNanos());
         put(b, 0, f, "early_dependents", earlyDependents ? 1 : 0);
         put(b, 0, f, "tile_rows", plan.tileRows());
@@ -166,6 +202,26 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         }
         put(b, 0, f, "vector16", vector16 ? 1 : 0);
         return b.array();
+    }
+
+    /**
+     * The variant's data slot bytes, LSE region offset and LSE slot bytes (the launch parameter's fields of those
+     * names): WorkspaceLayout's for ll128, LlLayout's for ll, FencedLayout's for simple and unfused (whose kernels
+     * find the flags after the LSE values).
+     */
+    static long[] regionSizes(Variant variant, WorkspaceLayout layout) {
+        return switch (variant) {
+            case LL128 -> new long[] {layout.dataSlotBytes(), layout.lseRegionOffset(), layout.lseSlotBytes()};
+            case LL -> {
+                LlLayout ll = new LlLayout(layout.cpSize(), layout.maxRows(), layout.row());
+                yield new long[] {ll.dataSlotBytes(), ll.lseRegionOffset(), ll.lseSlotBytes()};
+            }
+            case SIMPLE, UNFUSED -> {
+                FencedLayout fenced = new FencedLayout(layout.cpSize(), layout.maxRows(), layout.row());
+                yield new long[] {fenced.dataSlotBytes(), fenced.lseRegionOffset(), fenced.lseSlotBytes()};
+            }
+            case AUTO -> throw new IllegalArgumentException("auto has no layout of its own");
+        };
     }
 
     /** Writes one rank's arguments; returns whether all its rows start 16-byte aligned. */
@@ -273,22 +329,28 @@ public final class KernelCall implements LocalGroup.PreparedCall {
     public void launch() {
         requireOpen();
         device().run(() -> {
-            if (launch == null) {
-                launch = new KernelLaunch(opKernel(), grid, Ll128.BLOCK_THREADS, args, stream);
+            if (launches == null) {
+                launches = new ArrayList<>();
+                for (CUfunction k : opKernels()) {
+                    launches.add(new KernelLaunch(k, grid, Ll128.BLOCK_THREADS, args, stream));
+                }
             }
-            launch.queue();
+            launches.forEach(KernelLaunch::queue);
         });
     }
 
-    /** Queues the launch floor: the empty kernel with this call's grid, block and arguments. */
+    /** Queues the launch floor: the empty kernel with this call's grid, block and arguments, once per kernel. */
     public void launchEmpty() {
         requireOpen();
         device().run(() -> {
-            if (launchEmpty == null) {
-                launchEmpty = new KernelLaunch(kernels.empty(KernelAbi.capacityFor(calls.size())), grid,
-                        Ll128.BLOCK_THREADS, args, stream);
+            if (launchesEmpty == null) {
+                launchesEmpty = new ArrayList<>();
+                for (int i = 0; i < opKernels().size(); i++) {
+                    launchesEmpty.add(new KernelLaunch(kernels.empty(capacity), grid,
+                            Ll128.BLOCK_THREADS, args, stream));
+                }
             }
-            launchEmpty.queue();
+            launchesEmpty.forEach(KernelLaunch::queue);
         });
     }
 
@@ -298,12 +360,14 @@ public final class KernelCall implements LocalGroup.PreparedCall {
      */
     void launchOnce() {
         requireOpen();
-        KernelLaunch.queueOnce(opKernel(), grid, Ll128.BLOCK_THREADS, args, stream);
+        for (CUfunction k : opKernels()) {
+            KernelLaunch.queueOnce(k, grid, Ll128.BLOCK_THREADS, args, stream);
+        }
     }
 
-    private CUfunction opKernel() {
-        return kernels.kernel(calls.getFirst().dtype(), calls.getFirst().mode(), KernelAbi.capacityFor(calls.size()),
-                plan.rowKernel());
+    private List<CUfunction> opKernels() {
+        return kernels.kernels(variant, calls.getFirst().dtype(), calls.getFirst().mode(),
+                capacity, plan.rowKernel());
     }
 
     /**
@@ -375,16 +439,20 @@ public final class KernelCall implements LocalGroup.PreparedCall {
                     }
                 },
                 () -> {
-                    if (launch != null) {
-                        launch.close();
+                    if (launches != null) {
+                        closeAll(launches);
                     }
                 },
                 () -> {
-                    if (launchEmpty != null) {
-                        launchEmpty.close();
+                    if (launchesEmpty != null) {
+                        closeAll(launchesEmpty);
                     }
                 },
                 this::closeBuffers);
+    }
+
+    private static void closeAll(List<KernelLaunch> launches) {
+        FirstFailure.runAll(launches.stream().<Runnable>map(l -> l::close).toArray(Runnable[]::new));
     }
 
     private void closeBuffers() {

@@ -6,14 +6,19 @@ import io.github.dcp4j.layout.KernelAbi;
 import io.github.dcp4j.layout.Ll128;
 import io.github.dcp4j.op.DType;
 import io.github.dcp4j.op.LseMode;
+import io.github.dcp4j.op.Variant;
 import jcuda.driver.CUfunction;
 
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 
 /**
- * The op's kernels (a tiled and a row kernel per dtype, LSE base and launch capacity, KernelAbi.RANK_CAPACITIES) and
- * the empty launch-floor kernels (one per capacity), loaded on one GPU.
+ * The op's kernels (a tiled and a row kernel per dtype, LSE base and launch capacity, KernelAbi.RANK_CAPACITIES), the
+ * kernels of the other variants (op.Variant: ll, simple, and unfused's copy and merge kernels, built for the largest
+ * capacity alone, which every launch fits: their size in the jar counts against the GPU bundle's limit) and the empty
+ * launch-floor kernels (one per capacity), loaded on one GPU.
  */
 final class Kernels implements AutoCloseable {
     /** The launch floor's kernel: empty, launched exactly as the op's (with a capacity suffix). */
@@ -31,10 +36,16 @@ final class Kernels implements AutoCloseable {
         for (int capacity : KernelAbi.RANK_CAPACITIES) {
             for (DType dtype : new DType[] {DType.FP16, DType.BF16}) {
                 for (LseMode mode : LseMode.values()) {
-                    for (boolean rowKernel : new boolean[] {false, true}) {
-                        String name = kernelName(dtype, mode, capacity, rowKernel);
-                        CUfunction f = module.function(name);
-                        kernels.put(name, f);
+                    List<String> names = new ArrayList<>();
+                    names.add(kernelName(dtype, mode, capacity, false));
+                    names.add(kernelName(dtype, mode, capacity, true));
+                    for (Variant v : List.of(Variant.LL, Variant.SIMPLE, Variant.UNFUSED)) {
+                        if (capacity == KernelAbi.RANK_CAPACITIES.getLast()) {
+                            names.addAll(kernelNames(v, dtype, mode, capacity, false));
+                        }
+                    }
+                    for (String name : names) {
+                        CUfunction f = kernels.computeIfAbsent(name, module::function);
                         fewest = Math.min(fewest, module.coResidentBlocks(f, Ll128.BLOCK_THREADS));
                     }
                 }
@@ -50,6 +61,40 @@ final class Kernels implements AutoCloseable {
                 + suffix(capacity);
     }
 
+    /**
+     * The launch capacity of {@code variant}'s kernels for a launch of {@code ranks} ranks: the smallest that fits for
+     * ll128, the largest for the others (built for it alone).
+     *
+     * @param variant a variant other than auto
+     * @param ranks   ranks in the launch
+     * @return one of KernelAbi.RANK_CAPACITIES
+     */
+    static int capacity(Variant variant, int ranks) {
+        return variant == Variant.LL128 ? KernelAbi.capacityFor(ranks) : KernelAbi.RANK_CAPACITIES.getLast();
+    }
+
+    /**
+     * The kernels one call of {@code variant} launches, in order: one, or unfused's copy kernel and merge kernel.
+     *
+     * @param variant   a variant other than auto
+     * @param dtype     the element type
+     * @param mode      the LSEs' base
+     * @param capacity  the launch's rank capacity
+     * @param rowKernel for ll128: the row kernel, else the tiled one
+     * @return the kernels' names
+     */
+    static List<String> kernelNames(Variant variant, DType dtype, LseMode mode, int capacity, boolean rowKernel) {
+        String typed = "_" + dtype.name().toLowerCase() + "_" + mode.spelling() + suffix(capacity);
+        return switch (variant) {
+            case LL128 -> List.of(kernelName(dtype, mode, capacity, rowKernel));
+            case LL -> List.of("dcp4j_ll" + typed);
+            case SIMPLE -> List.of("dcp4j_simple" + typed);
+            case UNFUSED -> List.of("dcp4j_unfusedcopy_" + dtype.name().toLowerCase() + suffix(capacity),
+                    "dcp4j_unfusedmerge" + typed);
+            case AUTO -> throw new IllegalArgumentException("auto launches the variant it picks; got auto");
+        };
+    }
+
     private static String suffix(int capacity) {
         return "_r" + capacity;
     }
@@ -59,11 +104,10 @@ final class Kernels implements AutoCloseable {
     }
 
     /**
-     * The op's kernel for launches of up to {@code capacity} ranks: the row kernel (each block takes its rows one at a
-     * time, every source of a row staged in shared memory, docs/CUDA.md) or the tiled one.
+     * The kernels one call of {@code variant} launches, in order ({@link #kernelNames}).
      */
-    CUfunction kernel(DType dtype, LseMode mode, int capacity, boolean rowKernel) {
-        return kernels.get(kernelName(dtype, mode, capacity, rowKernel));
+    List<CUfunction> kernels(Variant variant, DType dtype, LseMode mode, int capacity, boolean rowKernel) {
+        return kernelNames(variant, dtype, mode, capacity, rowKernel).stream().map(kernels::get).toList();
     }
 
     /** The empty kernel with the same parameter as {@link #kernel}'s of that capacity. */

@@ -4,6 +4,9 @@ import io.github.dcp4j.cuda.Cuda;
 import io.github.dcp4j.cuda.CudaDevice;
 import io.github.dcp4j.cuda.GpuLinks;
 import io.github.dcp4j.engine.FirstFailure;
+import io.github.dcp4j.op.Crossovers;
+import io.github.dcp4j.op.Variant;
+import io.github.dcp4j.op.VariantWorkspace;
 import io.github.dcp4j.op.WorkspaceSpec;
 import io.github.dcp4j.peer.IpcWorkspaces;
 import io.github.dcp4j.rendezvous.LauncherEnvironment;
@@ -215,6 +218,34 @@ public final class RankSetup implements AutoCloseable {
      */
     public CudaRankEngine openEngine(IpcWorkspaces workspaces, Duration timeout) {
         return CudaRankEngine.open(workspaces, rendezvous, timeout, ranksSharingGpu);
+    }
+
+    /**
+     * The regions a group of {@code variant} needs for {@code spec} on this rank's GPU (auto picks by the crossovers
+     * of its architecture); open the workspaces with their {@link VariantWorkspace#bytes()}.
+     *
+     * @param variant the protocol variant
+     * @param spec    the largest call the group will make
+     * @return the variant's workspace
+     */
+    public VariantWorkspace variantWorkspace(Variant variant, WorkspaceSpec spec) {
+        return VariantWorkspace.of(variant, Crossovers.forArchitecture(device.computeCapability()), spec);
+    }
+
+    /**
+     * The rank engine of {@code variants}' variant over {@code workspaces} (collective; every rank names the same
+     * variant); close it before the workspaces.
+     *
+     * @param workspaces the group's workspaces from {@link #openWorkspaces}, of {@code variants.bytes()}
+     * @param timeout    the kernel's wait for a peer's line
+     * @param variants   the variant's workspace ({@link #variantWorkspace})
+     * @param spec       the spec the workspaces were sized for: calls are validated against its contract size
+     * @return this rank's engine
+     */
+    public CudaRankEngine openEngine(IpcWorkspaces workspaces, Duration timeout, VariantWorkspace variants,
+                                     WorkspaceSpec spec) {
+        return CudaRankEngine.open(workspaces, rendezvous, timeout, ranksSharingGpu, () -> { }, variants,
+                spec.bytes());
     }
 
     /** Closes the GPU and leaves the rendezvous. */

@@ -1,0 +1,72 @@
+package io.github.dcp4j.cli;
+
+import io.github.dcp4j.layout.LlLayout;
+import io.github.dcp4j.layout.RowLayout;
+import io.github.dcp4j.op.DType;
+import org.junit.jupiter.api.Test;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** {@code --variant} and {@code --variants} on the commands, without a GPU. */
+class VariantCliTest {
+
+    @Test
+    void workspaceSizeOfEachVariant() {
+        String[] geometry = {"workspace-size", "--max-tokens", "8", "--local-heads", "2", "--cp", "4", "--head-dim",
+            "128", "--dtype", "bf16"};
+        for (String v : new String[] {"ll128", "simple", "unfused"}) {
+            CliTest.Result r = CliTest.run(concat(geometry, "--variant", v));
+            assertEquals(0, r.exitCode(), r.err());
+            assertEquals("51328", r.out().strip(), v);
+        }
+        long ll = new LlLayout(4, 16, RowLayout.of(128, DType.BF16.bytes())).bytes();
+        assertEquals(String.valueOf(ll), CliTest.run(concat(geometry, "--variant", "ll")).out().strip());
+        // auto on an architecture without measured crossovers: the fallback's ll128 and simple, 128-byte aligned
+        CliTest.Result auto = CliTest.run(concat(geometry, "--variant", "auto", "--sm", "75"));
+        assertEquals(String.valueOf((51328 + 127) / 128 * 128 + 51328), auto.out().strip());
+        CliTest.Result bad = CliTest.run(concat(geometry, "--variant", "ll16"));
+        assertEquals(2, bad.exitCode());
+        assertTrue(bad.err().contains("variant must be one of ll128, ll, simple, unfused, auto; got 'll16'"),
+                bad.err());
+    }
+
+    @Test
+    void theCpuEngineRefusesAVariantItDoesNotRun() {
+        CliTest.Result r = CliTest.run("--engine", "cpu", "--variant", "simple", "--batches", "1", "--seconds",
+                "0.01");
+        assertEquals(2, r.exitCode(), r.err());
+        assertTrue(r.err().contains("the cpu engine runs the ll128 variant only"), r.err());
+        CliTest.Result auto = CliTest.run("--engine", "cpu", "--variant", "auto", "--batches", "1", "--seconds",
+                "0.01");
+        assertEquals(0, auto.exitCode(), auto.err());
+        assertTrue(auto.out().lines().skip(1).allMatch(l -> l.trim().split("\\s+")[1].equals("ll128")), auto.out());
+    }
+
+    @Test
+    void benchRefusesVariantsOutsideLoopbackAndATuneWithoutTwoVariants() {
+        CliTest.Result threads = CliTest.run("bench", "--ranks", "threads", "--variants", "ll128,simple");
+        assertEquals(2, threads.exitCode(), threads.err());
+        assertTrue(threads.err().contains("--variants other than ll128 are measured with --ranks loopback"),
+                threads.err());
+        CliTest.Result tune = CliTest.run("bench", "--variants", "ll128,auto", "--tune", "x.txt");
+        assertEquals(2, tune.exitCode(), tune.err());
+        assertTrue(tune.err().contains("--tune picks among the variants"), tune.err());
+        CliTest.Result noLayer = CliTest.run("bench", "--modes", "eager", "--variants", "ll,simple", "--tune",
+                "x.txt");
+        assertEquals(2, noLayer.exitCode(), noLayer.err());
+        CliTest.Result single = CliTest.run("bench", "--ranks", "threads", "--variant", "unfused");
+        assertEquals(2, single.exitCode(), single.err());
+        assertTrue(single.err().contains("--variants [unfused]"), single.err());
+        CliTest.Result twice = CliTest.run("bench", "--variants", "ll,ll");
+        assertEquals(2, twice.exitCode(), twice.err());
+        assertTrue(twice.err().contains("--variants must name each variant once"), twice.err());
+    }
+
+    private static String[] concat(String[] a, String... b) {
+        String[] all = new String[a.length + b.length];
+        System.arraycopy(a, 0, all, 0, a.length);
+        System.arraycopy(b, 0, all, a.length, b.length);
+        return all;
+    }
+}

@@ -1,0 +1,154 @@
+package io.github.dcp4j.op;
+
+import io.github.dcp4j.layout.LlLayout;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+
+import java.util.List;
+import java.util.SplittableRandom;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+class VariantTest {
+
+    @ParameterizedTest
+    @EnumSource(Variant.class)
+    void everyVariantParsesFromItsSpelling(Variant v) {
+        assertEquals(v, Variant.parse(v.spelling()));
+        assertEquals(v.spelling(), v.toString());
+    }
+
+    @Test
+    void anUnknownVariantIsRefusedListingTheOthers() {
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> Variant.parse("ll16"));
+        assertEquals("variant must be one of ll128, ll, simple, unfused, auto; got 'll16'", e.getMessage());
+    }
+
+    @Test
+    void workspaceSizes() {
+        WorkspaceSpec spec = new WorkspaceSpec(8, 2, 4, 128, DType.BF16);
+        assertEquals(51328, Variant.LL128.workspaceBytes(spec));
+        assertEquals(51328, Variant.SIMPLE.workspaceBytes(spec));
+        assertEquals(51328, Variant.UNFUSED.workspaceBytes(spec));
+        assertEquals(128 + 2 * 4 * 16 * (64 * 8 + 8), Variant.LL.workspaceBytes(spec));
+        assertThrows(IllegalArgumentException.class, () -> Variant.AUTO.workspaceBytes(spec));
+    }
+
+    @Test
+    void fallbackPicksLl128BelowFourMiBPerRankAndSimpleFromThere() {
+        Crossovers c = Crossovers.fallback();
+        // the layer shape: 16 heads x cp 8 x 1024 bytes = 128 KiB per token; 32 tokens = 4 MiB
+        long perToken = Crossovers.bytesPerRank(16, 8, 512, DType.BF16);
+        assertEquals(128 << 10, perToken);
+        assertEquals(Variant.LL128, c.choose(31 * perToken));
+        assertEquals(Variant.SIMPLE, c.choose(32 * perToken));
+        assertEquals(Variant.LL128, c.choose(0));
+        assertEquals(Variant.SIMPLE, c.choose(Long.MAX_VALUE));
+    }
+
+    @Test
+    void noCrossoversAreShippedForAnUnknownArchitecture() {
+        assertEquals(Crossovers.fallback(), Crossovers.forArchitecture(12345));
+        assertEquals("crossovers-sm_90.txt", Crossovers.resourceName(90));
+    }
+
+    /** The loader reads the resource of an architecture where there is one (a made-up one, on the test class path). */
+    @Test
+    void crossoversAreLoadedFromTheArchitecturesResource() {
+        Crossovers c = Crossovers.forArchitecture(1);
+        assertEquals("resource crossovers-sm_1.txt", c.source());
+        assertEquals(List.of(new Crossovers.Step(Variant.LL, 0), new Crossovers.Step(Variant.LL128, 8192),
+                new Crossovers.Step(Variant.UNFUSED, 1048576)), c.steps());
+    }
+
+    @Test
+    void chooseTakesTheLastStepAtOrBelowTheCall() {
+        SplittableRandom random = new SplittableRandom();
+        long a = 1 + random.nextLong(1 << 20);
+        long b = a + 1 + random.nextLong(1 << 20);
+        Crossovers c = new Crossovers(List.of(new Crossovers.Step(Variant.LL, 0),
+                new Crossovers.Step(Variant.LL128, a), new Crossovers.Step(Variant.UNFUSED, b)), "test");
+        assertEquals(Variant.LL, c.choose(a - 1));
+        assertEquals(Variant.LL128, c.choose(a));
+        assertEquals(Variant.LL128, c.choose(b - 1));
+        assertEquals(Variant.UNFUSED, c.choose(b));
+    }
+
+    @Test
+    void fileFormatRoundTrips() {
+        Crossovers c = new Crossovers(List.of(new Crossovers.Step(Variant.LL, 0),
+                new Crossovers.Step(Variant.LL128, 4096), new Crossovers.Step(Variant.SIMPLE, 1 << 22)), "test");
+        String text = c.format("H200, bench --tune");
+        assertTrue(text.contains("\n# H200, bench --tune\n"), text);
+        assertEquals(c.steps(), Crossovers.parse(text, "round trip").steps());
+    }
+
+    @Test
+    void parseRefusesMalformedFilesNamingTheLine() {
+        assertEquals("f line 2: expected 'VARIANT FROM_BYTES_PER_RANK'; got 'll128'",
+                assertThrows(IllegalArgumentException.class, () -> Crossovers.parse("ll 0\nll128\n", "f"))
+                        .getMessage());
+        assertEquals("f line 1: bytes per rank must be an integer; got 'x'",
+                assertThrows(IllegalArgumentException.class, () -> Crossovers.parse("ll x", "f")).getMessage());
+        assertTrue(assertThrows(IllegalArgumentException.class, () -> Crossovers.parse("ll16 0", "f"))
+                .getMessage().startsWith("f line 1: variant must be one of"));
+        assertEquals("f line 1: a crossover step must name a variant other than auto; got auto",
+                assertThrows(IllegalArgumentException.class, () -> Crossovers.parse("auto 0", "f")).getMessage());
+        assertEquals("f: the first crossover step must start at 0 bytes per rank; got 10",
+                assertThrows(IllegalArgumentException.class, () -> Crossovers.parse("ll 10", "f")).getMessage());
+        assertEquals("f: crossover steps must have strictly increasing bytes per rank; got 100 then 100",
+                assertThrows(IllegalArgumentException.class,
+                        () -> Crossovers.parse("ll 0\nll128 100\nsimple 100", "f")).getMessage());
+        assertEquals("f: crossovers need at least one step; got none",
+                assertThrows(IllegalArgumentException.class, () -> Crossovers.parse("# nothing\n", "f"))
+                        .getMessage());
+    }
+
+    @Test
+    void fromFastestMergesAgreeingSizesAndStartsAtZero() {
+        Crossovers c = Crossovers.fromFastest(List.of(new Crossovers.Step(Variant.LL, 131072),
+                new Crossovers.Step(Variant.LL, 262144), new Crossovers.Step(Variant.LL128, 524288),
+                new Crossovers.Step(Variant.SIMPLE, 4194304), new Crossovers.Step(Variant.SIMPLE, 8388608)), "t");
+        assertEquals(List.of(new Crossovers.Step(Variant.LL, 0), new Crossovers.Step(Variant.LL128, 524288),
+                new Crossovers.Step(Variant.SIMPLE, 4194304)), c.steps());
+    }
+
+    @Test
+    void aSingleVariantHasItsOwnWorkspaceAtOffsetZero() {
+        WorkspaceSpec spec = new WorkspaceSpec(4, 16, 8, 512, DType.BF16);
+        for (Variant v : List.of(Variant.LL128, Variant.LL, Variant.SIMPLE, Variant.UNFUSED)) {
+            VariantWorkspace w = VariantWorkspace.of(v, Crossovers.fallback(), spec);
+            assertEquals(List.of(new VariantWorkspace.Region(v.layoutName(), 0, v.workspaceBytes(spec))), w.regions());
+            assertEquals(v.workspaceBytes(spec), w.bytes());
+            assertEquals(v, w.choose(Long.MAX_VALUE));
+        }
+    }
+
+    /** Layouts never share bytes under auto; simple and unfused share one (the same flags and regions). */
+    @Test
+    void autoGivesEachLayoutItsOwnAlignedRegion() {
+        WorkspaceSpec spec = new WorkspaceSpec(3, 5, 4, 64, DType.FP16);
+        Crossovers c = new Crossovers(List.of(new Crossovers.Step(Variant.LL, 0),
+                new Crossovers.Step(Variant.LL128, 100), new Crossovers.Step(Variant.SIMPLE, 200),
+                new Crossovers.Step(Variant.UNFUSED, 300)), "t");
+        VariantWorkspace w = VariantWorkspace.of(Variant.AUTO, c, spec);
+        assertEquals(List.of("ll", "ll128", "fenced"), w.regions().stream().map(VariantWorkspace.Region::layout)
+                .toList());
+        long ll = new LlLayout(4, 15, spec.rowLayout()).bytes();
+        assertEquals(0, w.region(Variant.LL).offset());
+        assertEquals(ll, w.region(Variant.LL).bytes());
+        long second = (ll + 127) / 128 * 128;
+        assertEquals(second, w.region(Variant.LL128).offset());
+        long third = second + (spec.bytes() + 127) / 128 * 128;
+        assertEquals(third, w.region(Variant.SIMPLE).offset());
+        assertEquals(w.region(Variant.SIMPLE), w.region(Variant.UNFUSED));
+        assertEquals(third + spec.bytes(), w.bytes());
+        assertEquals(Variant.LL128, w.choose(150));
+        assertEquals(Variant.UNFUSED, w.choose(300));
+        assertThrows(IllegalArgumentException.class,
+                () -> VariantWorkspace.of(Variant.AUTO, Crossovers.fallback(), spec).region(Variant.LL));
+    }
+}
