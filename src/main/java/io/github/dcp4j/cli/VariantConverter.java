@@ -7,8 +7,8 @@ import picocli.CommandLine;
 final class VariantConverter implements CommandLine.ITypeConverter<Variant> {
     /** The option's description, one definition for every command that takes it. */
     static final String DESCRIPTION = "Protocol variant (docs/PROTOCOL.md): ll128 (the default), ll, simple, unfused,"
-            + " or auto (per call by its bytes per rank, from the crossovers measured for the GPU, else ll128 below"
-            + " 4 MiB per rank and simple from there). The CPU engine runs ll128 only.";
+            + " or auto (per call by its bytes per rank, from the crossovers measured for the GPU's architecture,"
+            + " else ll128). The CPU engine runs ll128 only.";
 
     @Override
     public Variant convert(String value) {

@@ -20,9 +20,6 @@ import java.util.Objects;
  * @param source where they come from (a resource, a file, or the fallback rule), for reports
  */
 public record Crossovers(List<Step> steps, String source) {
-    /** Below this many bytes per rank the fallback picks ll128, from it simple. */
-    public static final long FALLBACK_SIMPLE_FROM = 4L << 20;
-
     /**
      * One step: {@code variant} from {@code fromBytesPerRank} up to the next step's bytes.
      *
@@ -64,15 +61,13 @@ public record Crossovers(List<Step> steps, String source) {
     }
 
     /**
-     * The rule where no crossovers were measured for the architecture: ll128 below {@link #FALLBACK_SIMPLE_FROM}
-     * bytes per rank (its lines carry their own flags, so the first bytes need no fence), simple from there (its
-     * slices travel without framing, so fewer bytes move where bytes are the bound).
+     * The rule where no crossovers were measured for the architecture: ll128 at every size, the default variant and
+     * the fastest at every layer batch where they were measured (sm_90, docs/PERFORMANCE.md "Variants").
      *
      * @return the fallback crossovers
      */
     public static Crossovers fallback() {
-        return new Crossovers(List.of(new Step(Variant.LL128, 0), new Step(Variant.SIMPLE, FALLBACK_SIMPLE_FROM)),
-                "the fallback rule (ll128 below 4 MiB per rank, simple from there)");
+        return new Crossovers(List.of(new Step(Variant.LL128, 0)), "the fallback rule (ll128 at every size)");
     }
 
     /**

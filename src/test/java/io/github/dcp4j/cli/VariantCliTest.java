@@ -22,9 +22,11 @@ class VariantCliTest {
         }
         long ll = new LlLayout(4, 16, RowLayout.of(128, DType.BF16.bytes())).bytes();
         assertEquals(String.valueOf(ll), CliTest.run(concat(geometry, "--variant", "ll")).out().strip());
-        // auto on an architecture without measured crossovers: the fallback's ll128 and simple, 128-byte aligned
-        CliTest.Result auto = CliTest.run(concat(geometry, "--variant", "auto", "--sm", "75"));
-        assertEquals(String.valueOf((51328 + 127) / 128 * 128 + 51328), auto.out().strip());
+        // auto where the crossovers pick ll128 alone (sm_90's, measured; the fallback's): ll128's workspace only
+        for (String sm : new String[] {"90", "75"}) {
+            CliTest.Result auto = CliTest.run(concat(geometry, "--variant", "auto", "--sm", sm));
+            assertEquals("51328", auto.out().strip(), "auto at sm " + sm);
+        }
         CliTest.Result bad = CliTest.run(concat(geometry, "--variant", "ll16"));
         assertEquals(2, bad.exitCode());
         assertTrue(bad.err().contains("variant must be one of ll128, ll, simple, unfused, auto; got 'll16'"),

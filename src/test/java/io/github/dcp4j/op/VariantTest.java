@@ -38,15 +38,14 @@ class VariantTest {
     }
 
     @Test
-    void fallbackPicksLl128BelowFourMiBPerRankAndSimpleFromThere() {
+    void fallbackPicksLl128AtEverySize() {
         Crossovers c = Crossovers.fallback();
-        // the layer shape: 16 heads x cp 8 x 1024 bytes = 128 KiB per token; 32 tokens = 4 MiB
+        // the layer shape: 16 heads x cp 8 x 1024 bytes = 128 KiB per token
         long perToken = Crossovers.bytesPerRank(16, 8, 512, DType.BF16);
         assertEquals(128 << 10, perToken);
-        assertEquals(Variant.LL128, c.choose(31 * perToken));
-        assertEquals(Variant.SIMPLE, c.choose(32 * perToken));
-        assertEquals(Variant.LL128, c.choose(0));
-        assertEquals(Variant.SIMPLE, c.choose(Long.MAX_VALUE));
+        for (long bytes : new long[] {0, perToken, 32 * perToken, 256 * perToken, Long.MAX_VALUE}) {
+            assertEquals(Variant.LL128, c.choose(bytes), bytes + " bytes per rank");
+        }
     }
 
     @Test
