@@ -6,6 +6,7 @@ import io.github.dcp4j.cuda.CudaDevice;
 import io.github.dcp4j.cuda.CudaGraph;
 import io.github.dcp4j.cuda.CudaStream;
 import io.github.dcp4j.engine.PeerTimeoutException;
+import io.github.dcp4j.engine.cpu.CpuEngine;
 import io.github.dcp4j.layout.FencedLayout;
 import io.github.dcp4j.layout.LlLayout;
 import io.github.dcp4j.op.Crossovers;
@@ -273,7 +274,19 @@ class VariantsGpuTest {
                 }
             }
             gpu.reset();
-            callAndCheck(gpu, arena, g, LseMode.BASE2);
+            // the next call on the stream the group is bound to: every rank the CPU engine's bit for bit
+            List<TensorView> after = Tensors.outputs(arena, g);
+            try (KernelCall call = gpu.prepare(g.partialO(), g.partialLse(), after, LseMode.BASE2, stream)) {
+                call.run();
+                call.readOutputs();
+            }
+            try (CpuEngine cpu = CpuEngine.open(spec)) {
+                List<TensorView> expected = cpu.reduceAll(g.partialO(), g.partialLse(), LseMode.BASE2);
+                for (int r = 0; r < cp; r++) {
+                    assertArrayEquals(Tensors.bits(expected.get(r)), Tensors.bits(after.get(r)),
+                            "after the reset, rank " + r + "'s output is the CPU engine's bit for bit");
+                }
+            }
         }
     }
 
