@@ -17,16 +17,13 @@ step() {
 }
 TAILN=8 step gpu-tests 150 "$B/bin/gpu-tests" --reports-dir="$O/reports"
 grep -E "✘|MethodSource|=> " "$O/gpu-tests.txt" | head -40
-step peer 60 python3 "$B/peer/unfused_loopback.py" --csv "$O/peer.csv"
+step peer 45 python3 "$B/peer/unfused_loopback.py" --csv "$O/peer.csv"
 tail -n 12 "$O/peer.txt"
 TAILN=60 step variants 150 "$B/bin/bench" --modes layer --l2 hot --variants ll128,ll,simple,unfused,auto \
   --peer-csv "$O/peer.csv" --csv "$O/variants.csv" --tune "$O/crossovers-sm_90.txt"
 cat "$O/crossovers-sm_90.txt"
-TAILN=30 step host-device 90 "$B/bin/bench" --modes eager,graph-50,layer --l2 hot --inputs host,device \
-  --batches 1,16,256 --csv "$O/host-device.csv"
-for v in ll simple unfused; do
-  TAILN=4 step "check-2proc-$v" 30 "$B/bin/dcp4j" launch --nproc 2 -- check --variant "$v"
-done
-TAILN=12 step launchers 60 "$B/bin/launchers" "$O/launchers" 2
-TAILN=12 step sanitize 140 "$B/bin/sanitize" "$O/san" all
+TAILN=30 step host-device 60 "$B/bin/bench" --modes eager,layer --l2 hot --inputs host,device \
+  --batches 1,256 --csv "$O/host-device.csv"
+TAILN=12 step launchers 45 "$B/bin/launchers" "$O/launchers" 2
+TAILN=12 step sanitize 70 "$B/bin/sanitize" "$O/san"
 tar czf "$OUT/callB.tgz" -C /tmp o
