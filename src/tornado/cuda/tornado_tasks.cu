@@ -7,7 +7,7 @@
 // TornadoVM passes a prebuilt kernel the kernel-context pointer, then one u64 per argument: an array's is the start
 // of its device buffer, whose data begin kArrayHeader bytes later. Every index below is a long (u64) or element index
 // into that data; the layout is MergeTasks's (its P_* parameter indices are the kP* constants here, compared by
-// TornadoPtxContractTest) and Ll128's (ll128_layout.h, generated from it).
+// TornadoTasksContractTest) and Ll128's (ll128_layout.h, generated from it).
 #include <cstdint>
 
 #include "ll128_layout.h"
@@ -115,8 +115,8 @@ __device__ void giveUp(const Layout& l, int dst, int src, int row, int line, int
 // destination, line group): the group's 4 lines in one warp-wide store, lane part 7's second word the flag, then lane
 // 0 the group's LSE line; sources whose senders[] entry is 0 send nothing, the timeout test's missing rank), then
 // polls its share of the lines every destination expects (one thread per (destination, row, source): bounded volatile
-// polls of every data line's flag word and every LSE line, the deadline kPTimeoutMicros after the thread's first
-// poll). A wait that gives up leaves the timeout record, the poisoned bit, failed[dst * rows + row] and the status
+// polls of every data line's flag word and every LSE line, the deadline kPTimeoutMicros after the thread's sends,
+// one for all its polls). A wait that gives up leaves the timeout record, the poisoned bit, failed[dst * rows + row] and the status
 // word. Grid-stride over the items: the launch grid is fixed per graph, and no larger than what is resident at once
 // (the engine launches a few blocks per SM), so every sender runs while receivers poll. One kernel rather than a send
 // and a receive task: TornadoVM 5.2.1 gives every prebuilt task of a graph the installed code of the graph's first
@@ -174,6 +174,8 @@ extern "C" __global__ void ll128_exchange(const void* /* kernel context */, void
     int* fail = data<int>(failed);
     const uint64_t timeoutNs = static_cast<uint64_t>(l.p[kPTimeoutMicros]) * 1000;
     const long long receiveItems = static_cast<long long>(cp) * rows * cp;
+    // One deadline for all the thread's polls, so that a call fails within the timeout whatever its items.
+    const uint64_t deadline = ptx::globaltimer_ns() + timeoutNs;
     for (long long item = first; item < receiveItems; item += threads) {
         const int src = static_cast<int>(item % cp);
         const int dr = static_cast<int>(item / cp);
@@ -184,7 +186,6 @@ extern "C" __global__ void ll128_exchange(const void* /* kernel context */, void
         }
         const uint32_t epoch = l.epoch(dst);
         const int slot = static_cast<int>(epoch & 1);
-        const uint64_t deadline = ptx::globaltimer_ns() + timeoutNs;
         const uint64_t flag = kFlagTag | (epoch + 1);
         bool ok = true;
         for (int line = 0; ok && line < l.lines(); line++) {

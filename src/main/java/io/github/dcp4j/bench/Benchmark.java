@@ -471,7 +471,7 @@ public final class Benchmark implements AutoCloseable {
     static long workspaceBytesPerRow(Variant ran, RowLayout row) {
         return switch (ran) {
             case LL128 -> row.rowBytes();
-            case LL -> (long) row.dataBytes() / LlLayout.LINE_DATA_BYTES * LlLayout.LINE_BYTES + LlLayout.LINE_BYTES;
+            case LL -> LlLayout.rowBytes(row);
             case SIMPLE, UNFUSED -> (long) row.dataBytes() + FencedLayout.WORD_BYTES;
             case AUTO -> throw new IllegalArgumentException("the byte floor is of the variant auto picked; got auto");
         };

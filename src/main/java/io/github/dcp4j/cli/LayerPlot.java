@@ -198,11 +198,17 @@ final class LayerPlot {
         plot.setRangeGridlinePaint(Color.LIGHT_GRAY);
         Stroke dashed = new BasicStroke(1.5f, BasicStroke.CAP_BUTT, BasicStroke.JOIN_MITER, 10f, new float[] {6f, 4f},
                 0f);
+        Map<Comparable<?>, Color> paints = new HashMap<>();
+        int v = 0;
+        for (XYSeries series : variants.values()) {
+            paints.put(series.getKey(), VARIANT_COLORS[v++ % VARIANT_COLORS.length]);
+        }
+        paints.put(peer.getKey(), new Color(0x20, 0x50, 0xB0));
+        paints.put(launch.getKey(), Color.GRAY);
+        paints.put(bytes.getKey(), new Color(0x20, 0x80, 0x40));
         for (int i = 0; i < data.getSeriesCount(); i++) {
             Comparable<?> key = data.getSeriesKey(i);
-            renderer.setSeriesPaint(i, i < VARIANT_COLORS.length && i < variants.size() ? VARIANT_COLORS[i]
-                    : key.equals(peer.getKey()) ? new Color(0x20, 0x50, 0xB0)
-                    : key.equals(launch.getKey()) ? Color.GRAY : new Color(0x20, 0x80, 0x40));
+            renderer.setSeriesPaint(i, paints.get(key));
             renderer.setSeriesStroke(i, key.equals(launch.getKey()) || key.equals(bytes.getKey()) ? dashed
                     : new BasicStroke(2.5f));
         }

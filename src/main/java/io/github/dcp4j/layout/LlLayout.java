@@ -44,7 +44,17 @@ public record LlLayout(int cpSize, int maxRows, RowLayout row) {
 
     /** {@return the workspace bytes of one row, per source and slot: its data lines and its LSE line} */
     public long rowBytes() {
-        return (long) linesPerRow() * LINE_BYTES + LINE_BYTES;
+        return rowBytes(row);
+    }
+
+    /**
+     * The workspace bytes of one row of {@code row}'s shape, per source and slot: its data lines and its LSE line.
+     *
+     * @param row the row's shape
+     * @return the bytes
+     */
+    public static long rowBytes(RowLayout row) {
+        return (long) row.dataBytes() / LINE_DATA_BYTES * LINE_BYTES + LINE_BYTES;
     }
 
     /** {@return the workspace's size: 128 + 2 x cp x maxRows x (2 x dataBytes + 8)} */

@@ -19,6 +19,9 @@ import java.util.Objects;
  * @param regions    one per layout, in order
  */
 public record VariantWorkspace(Variant variant, Crossovers crossovers, List<Region> regions) {
+    /** Where a region may start: on a line boundary, as a workspace does, so that its lines are whole lines. */
+    static final int REGION_ALIGNMENT = Ll128.LINE_BYTES;
+
 
     /**
      * One layout's workspace inside the buffer.
@@ -61,7 +64,7 @@ public record VariantWorkspace(Variant variant, Crossovers crossovers, List<Regi
             if (regions.stream().noneMatch(r -> r.layout().equals(layout))) {
                 long bytes = s.variant().workspaceBytes(spec);
                 regions.add(new Region(layout, offset, bytes));
-                offset = Math.addExact(offset, Math.ceilDiv(bytes, Ll128.PAYLOAD_OFFSET) * Ll128.PAYLOAD_OFFSET);
+                offset = Math.addExact(offset, Math.ceilDiv(bytes, REGION_ALIGNMENT) * REGION_ALIGNMENT);
             }
         }
         return new VariantWorkspace(variant, crossovers, regions);

@@ -271,11 +271,11 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
         }
         GroupCheck.Claim claim = call == null ? GroupCheck.Claim.of().withProblem(problem)
                 : GroupCheck.Claim.of("cp_size", call.cpSize(), "rows", call.rows(), "heads", call.heads(),
-                        "head_dim", call.headDim(), "dtype", call.dtype(), "lse_mode", call.mode().spelling());
+                        "head_dim", call.headDim(), "dtype", call.dtype(), "lse_mode", call.mode().spelling(),
+                        "flag_blocks_per_rank", flagBlocks(call));
         GroupCheck.agree(rendezvous, "call-check", "the call", claim.withProblem(state.poisonReason()));
         try {
-            Variant v = variants.choose(Crossovers.bytesPerRank(call.rows(), call.cpSize(), call.headDim(),
-                    call.dtype()));
+            Variant v = chosen(call);
             List<PeerWorkspaces> region = RegionView.of(List.of(view), variants, variants.region(v));
             KernelCall prepared = new KernelCall(kernels, List.of(call), region, stream, blockBudget, timeout, state,
                     v);
@@ -288,6 +288,23 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
             state.poison(e);
             throw e;
         }
+    }
+
+    private Variant chosen(ReduceCall call) {
+        return variants.choose(Crossovers.bytesPerRank(call.rows(), call.cpSize(), call.headDim(), call.dtype()));
+    }
+
+    /**
+     * The blocks per rank of the call where its variant keys its flags by block (simple and unfused: one flag per
+     * source, destination and block, so sender and receiver must split the rows alike), which every rank must
+     * agree on: each derives it from its own block budget (its GPU, its MPS share, its grid-plan property). 0 for
+     * the variants whose every line carries its flag.
+     */
+    private int flagBlocks(ReduceCall call) {
+        Variant v = chosen(call);
+        return v == Variant.SIMPLE || v == Variant.UNFUSED
+                ? GridPlan.forVariant(call.rows(), blockBudget, GridPlan.Tuning.fromSystemProperty()).blocksPerRank()
+                : 0;
     }
 
     /** Runs one collective call (checked on every rank, launched, waited for, outputs read). */

@@ -152,7 +152,8 @@ record GridPlan(boolean rowKernel, int blocksPerRank, int tileRows, int sendWind
     /**
      * The plan of the other variants (op.Variant: ll, simple, unfused): a block per row while the rows fit the budget
      * (or {@code tuning.maxBlocks()}), else every block takes rows b, b + B, ...; simple's and unfused's flags are one
-     * per block, so every rank must derive the same B, as it does from the same call and budget.
+     * per block, so every rank must derive the same B (ranks in one launch share the budget; processes compare their
+     * B in the call check, CudaRankEngine).
      */
     static GridPlan forVariant(int rows, int budget, Tuning tuning) {
         int blocks = Math.max(1, Math.min(budget, tuning.maxBlocks()));

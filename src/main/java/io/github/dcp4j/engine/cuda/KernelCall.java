@@ -63,6 +63,8 @@ public final class KernelCall implements LocalGroup.PreparedCall {
     private final boolean earlyDependents;
     private final boolean streamInputs;
     private final Variant variant;
+    /** Rows per source and slot of the variant's region at this call's row (max_rows; {@link #regionRows}). */
+    private final int regionRows;
     /** The launch parameter's rank capacity (KernelAbi.RANK_CAPACITIES) of this call's kernels. */
     private final int capacity;
     private final int grid;
@@ -121,6 +123,13 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         this.earlyDependents = 2 * grid <= blockBudget;
         this.checkedAtForgotten = CudaDevice.forgottenAllocations();  // read before the pointers are checked
         calls.forEach(c -> requireLocalChecks(kernels.device(), c));
+        this.regionRows = regionRows(variant, layout, this.views.getFirst().workspaceBytes());
+        if (first.rows() > regionRows) {
+            throw new IllegalArgumentException("a call of " + first.rows() + " rows at head_dim " + first.headDim()
+                    + " does not fit the " + variant + " region of " + this.views.getFirst().workspaceBytes()
+                    + " bytes, which holds " + regionRows + " rows at that head_dim (it was sized for the workspace"
+                    + " spec's head_dim); open the group with a spec of this head_dim");
+        }
         try {
             this.args = launchArgs(capacity, first, layout);
         } catch (RuntimeException e) {
@@ -166,13 +175,13 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         put(b, 0, f, "rows", first.rows());
         put(b, 0, f, "heads", first.heads());
         put(b, 0, f, "heads_magic", KernelAbi.divisorMagic(first.heads()));
-        put(b, 0, f, "max_rows", layout.maxRows());
+        put(b, 0, f, "max_rows", regionRows);
         put(b, 0, f, "data_words", first.row().dataWords());
         put(b, 0, f, "data_lines", first.row().dataLines());
         put(b, 0, f, "line_groups", first.row().lineGroups());
         put(b, 0, f, "groups_magic", KernelAbi.divisorMagic(first.row().lineGroups()));
         put(b, 0, f, "peers_magic", KernelAbi.divisorMagic(Math.max(1, cp - 1)));
-        long[] regions = regionSizes(variant, layout);
+        long[] regions = regionSizes(variant, layout, regionRows);
         put(b, 0, f, "data_slot_bytes", regions[0]);
         put(b, 0, f, "lse_region_offset", regions[1]);
         put(b, 0, f, "lse_slot_bytes", regions[2]);
@@ -205,19 +214,34 @@ public final class KernelCall implements LocalGroup.PreparedCall {
     }
 
     /**
-     * The variant's data slot bytes, LSE region offset and LSE slot bytes (the launch parameter's fields of those
-     * names): WorkspaceLayout's for ll128, LlLayout's for ll, FencedLayout's for simple and unfused (whose kernels
-     * find the flags after the LSE values).
+     * The rows per source and slot the variant's region holds at the call's row ({@code layout}: the contract's
+     * layout for the call's head_dim), the launch parameter's {@code max_rows}. The contract layout's for ll128, and
+     * for simple and unfused, whose rows are never larger than the contract's; for ll, whose rows carry a flag per 4
+     * bytes, what fits its region, which was sized for the workspace spec's head_dim and may hold fewer rows of a
+     * call with another head_dim.
      */
-    static long[] regionSizes(Variant variant, WorkspaceLayout layout) {
+    static int regionRows(Variant variant, WorkspaceLayout layout, long regionBytes) {
+        if (variant != Variant.LL) {
+            return layout.maxRows();
+        }
+        long perRow = (long) Ll128.NUM_SLOTS * layout.cpSize() * LlLayout.rowBytes(layout.row());
+        return (int) Math.min(layout.maxRows(), Math.max(0, regionBytes - Ll128.PAYLOAD_OFFSET) / perRow);
+    }
+
+    /**
+     * The variant's data slot bytes, LSE region offset and LSE slot bytes (the launch parameter's fields of those
+     * names) for {@code rows} rows per source and slot: WorkspaceLayout's for ll128, LlLayout's for ll,
+     * FencedLayout's for simple and unfused (whose kernels find the flags after the LSE values).
+     */
+    static long[] regionSizes(Variant variant, WorkspaceLayout layout, int rows) {
         return switch (variant) {
             case LL128 -> new long[] {layout.dataSlotBytes(), layout.lseRegionOffset(), layout.lseSlotBytes()};
             case LL -> {
-                LlLayout ll = new LlLayout(layout.cpSize(), layout.maxRows(), layout.row());
+                LlLayout ll = new LlLayout(layout.cpSize(), rows, layout.row());
                 yield new long[] {ll.dataSlotBytes(), ll.lseRegionOffset(), ll.lseSlotBytes()};
             }
             case SIMPLE, UNFUSED -> {
-                FencedLayout fenced = new FencedLayout(layout.cpSize(), layout.maxRows(), layout.row());
+                FencedLayout fenced = new FencedLayout(layout.cpSize(), rows, layout.row());
                 yield new long[] {fenced.dataSlotBytes(), fenced.lseRegionOffset(), fenced.lseSlotBytes()};
             }
             case AUTO -> throw new IllegalArgumentException("auto has no layout of its own");

@@ -110,7 +110,7 @@ final class Kernels implements AutoCloseable {
         return kernelNames(variant, dtype, mode, capacity, rowKernel).stream().map(kernels::get).toList();
     }
 
-    /** The empty kernel with the same parameter as {@link #kernel}'s of that capacity. */
+    /** The empty kernel with the same parameter as the op's kernels ({@link #kernels}) of that capacity. */
     CUfunction empty(int capacity) {
         return kernels.get(EMPTY_KERNEL + suffix(capacity));
     }

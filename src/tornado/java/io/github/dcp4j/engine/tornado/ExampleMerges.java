@@ -26,7 +26,7 @@ public final class ExampleMerges {
      * @param oIn    every rank's partial_o
      * @param index  the index table
      * @param w      the weights
-     * @param failed per (destination, row): nonzero where the receive task gave up on that row
+     * @param failed per (destination, row): nonzero where the exchange task gave up on that row
      * @param out    every rank's output
      * @param t      the constant table
      */

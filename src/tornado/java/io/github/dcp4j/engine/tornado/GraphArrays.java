@@ -34,7 +34,7 @@ final class GraphArrays {
     final FloatArray lseIn;
     final IntArray index;
     final FloatArray weights;
-    /** Per (destination, row): nonzero where the receive task's wait for that row gave up. */
+    /** Per (destination, row): nonzero where the exchange task's wait for that row gave up. */
     final IntArray failed;
     final ShortArray out;
     final DoubleArray tables = MergeTasks.tables(WeightExp.taylorCoefficients());

@@ -52,7 +52,7 @@ public final class MergeTasks {
     public static final int P_LSE_INDEX = 11;
     /** Index, in the index table, of the output row starts: [rank][row], element of out[row, 0]. */
     public static final int P_OUT_INDEX = 12;
-    /** How long the receive task waits for one source's lines of one row, in microseconds. */
+    /** How long the exchange task waits for one source's lines of one row, in microseconds. */
     public static final int P_TIMEOUT_MICROS = 13;
     /** Entries of the parameter array. */
     public static final int PARAMS = 14;
@@ -186,7 +186,7 @@ public final class MergeTasks {
      * @param oIn    every rank's partial_o
      * @param index  the index table
      * @param w      the weights from {@link #weights}
-     * @param failed per (destination, row): nonzero where the receive task gave up on that row
+     * @param failed per (destination, row): nonzero where the exchange task gave up on that row
      * @param out    every rank's output
      * @param t      the constant table
      */

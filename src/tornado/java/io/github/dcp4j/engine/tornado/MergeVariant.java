@@ -16,7 +16,7 @@ import java.util.Objects;
 /**
  * A merge task of the TornadoVM engine's graph, written in Java: a reference to a public static method with
  * {@link MergeTasks#merge}'s parameters, which TornadoVM compiles to PTX in place of the engine's own (docs/TORNADO.md,
- * "Supplying a merge of your own"). It runs after the receive and weights tasks: it reads the weights, the received
+ * "Supplying a merge of your own"). It runs after the exchange and weights tasks: it reads the weights, the received
  * lines from the destination's workspace and the own slice from the input (through the index table), and writes
  * every destination's output rows, NaN where {@code failed} marks a row. {@link ExampleMerges#elementPerThread} is
  * one.

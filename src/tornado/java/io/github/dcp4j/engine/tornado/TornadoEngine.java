@@ -164,7 +164,22 @@ public final class TornadoEngine implements LocalGroup {
                     + " bytes (tornado.panama.objectHeader); the tornado engine's PTX task is built for "
                     + ARRAY_HEADER);
         }
-        return new TornadoEngine(spec, timeout, options, writePtx());
+        Path ptx = writePtx();
+        try {
+            return new TornadoEngine(spec, timeout, options, ptx);
+        } catch (RuntimeException | Error e) {
+            deleteQuietly(ptx, e);
+            throw e;
+        }
+    }
+
+    /** Deletes {@code file}; a failure to is added to {@code failure}, the error being raised. */
+    private static void deleteQuietly(Path file, Throwable failure) {
+        try {
+            Files.deleteIfExists(file);
+        } catch (IOException e) {
+            failure.addSuppressed(e);
+        }
     }
 
     /**
@@ -202,12 +217,19 @@ public final class TornadoEngine implements LocalGroup {
             throw new UncheckedIOException(e);
         }
         text = renameEntry(text, Prebuilt.ENTRY, entryName(Prebuilt.TASK, Prebuilt.ENTRY, Prebuilt.ARGS));
+        Path file;
         try {
-            Path file = Files.createTempFile("dcp4j-tornado-", ".ptx");
+            file = Files.createTempFile("dcp4j-tornado-", ".ptx");
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        try {
             Files.writeString(file, text, StandardCharsets.US_ASCII);
             return file;
         } catch (IOException e) {
-            throw new UncheckedIOException(e);
+            UncheckedIOException failure = new UncheckedIOException(e);
+            deleteQuietly(file, failure);
+            throw failure;
         }
     }
 
@@ -470,9 +492,17 @@ public final class TornadoEngine implements LocalGroup {
             checkStatus();
         }
 
+        /**
+         * Copies this call's outputs from the group's arrays: refused where another call ran since this one, or
+         * this one has not run (the arrays hold another call's outputs, or none).
+         */
         @Override
         public void readOutputs() {
             requireOpen();
+            if (loaded != this || lastResult == null) {
+                throw new IllegalStateException("readOutputs: the group's arrays hold another call's outputs, or"
+                        + " none: run this call, then read its outputs before another call runs");
+            }
             arrays.store(calls, out);
         }
 
@@ -552,12 +582,14 @@ public final class TornadoEngine implements LocalGroup {
         closed = true;
         try {
             freePlan();
-        } finally {
-            try {
-                Files.deleteIfExists(ptx);
-            } catch (IOException e) {
-                throw new UncheckedIOException(e);
-            }
+        } catch (RuntimeException | Error e) {
+            deleteQuietly(ptx, e);
+            throw e;
+        }
+        try {
+            Files.deleteIfExists(ptx);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
         }
     }
 }
