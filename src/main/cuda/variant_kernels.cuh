@@ -20,12 +20,58 @@ namespace dcp4j {
 
 // ---- ll -------------------------------------------------------------------------------------------------------------
 
+// ll's send items of a block: a row's (peer, k) pairs, k < words: word k of the peer's slice (two LL lines, one
+// 16-byte store); k == words: the row's LSE line for the peer.
+template <int N, typename T>
+struct LlSends {
+    const VariantBlock<N>& b;
+    int words;     // 8-byte words of a slice
+    int per_peer;  // a peer's items of a row: its words and its LSE line
+    int per_row;
+    int items;
+    uint2 held[kSendItems];
+    int row[kSendItems];
+    int dst[kSendItems];
+    int k[kSendItems];
+
+    __device__ explicit LlSends(const VariantBlock<N>& block)
+        : b(block), words((int)block.a.data_words), per_peer(words + 1), per_row((block.cp() - 1) * per_peer),
+          items(block.rows * per_row) {}
+
+    __device__ __forceinline__ void load(int u, int i) {
+        const int pos = i / per_row;
+        const int peer = (i - pos * per_row) / per_peer;
+        const int d = peer < b.rank ? peer : peer + 1;
+        row[u] = b.row(pos);
+        dst[u] = d;
+        k[u] = i - pos * per_row - peer * per_peer;
+        held[u] = k[u] < words ? __ldg(reinterpret_cast<const uint2*>(b.template input<T>(row[u], d)) + k[u])
+                               : make_uint2(__float_as_uint(b.input_lse(row[u], d)), 0u);
+    }
+
+    __device__ __forceinline__ void store(int u, const CallFlags& f) const {
+        const LaunchArgs<N>& a = b.a;
+        const long long src_row = b.rank * a.max_rows + row[u];
+        if (k[u] < words) {
+            vptx::st_volatile_ll_pair(a.workspaces[dst[u]] + kPayloadOffset + f.slot * a.data_slot_bytes +
+                                          (src_row * 2 * words + 2 * k[u]) * kLlLineBytes,
+                                      held[u].x, held[u].y, f.lse);
+        } else {
+            vptx::st_volatile_ll_line(a.workspaces[dst[u]] + a.lse_region_offset + f.slot * a.lse_slot_bytes +
+                                          src_row * kLlLineBytes,
+                                      held[u].x, f.lse);
+        }
+    }
+};
+
 template <int N, typename T, bool kBaseE>
 __device__ void ll_reduce(const LaunchArgs<N>& a) {
     __shared__ VariantShared sh;
     ptx::grid_dependency_wait();  // before the ticket, the flags and the inputs are read, and before the deadline
     const uint64_t start_ns = ptx::globaltimer_ns();
     const VariantBlock<N> b(a);
+    LlSends<N, T> sends(b);
+    load_sends(sends, 0);  // in flight while the ticket is
     const uint64_t ticket = variant_ticket(sh, b.ws, b.blocks, start_ns, a.timeout_ns);
     const uint32_t epoch = (uint32_t)ticket;
     const CallFlags f = call_flags(epoch);
@@ -33,40 +79,16 @@ __device__ void ll_reduce(const LaunchArgs<N>& a) {
     if (gave_up && threadIdx.x == 0) {
         *reinterpret_cast<volatile unsigned int*>(a.status) = kStatusFailed;
     }
+    send_all(sends, f);  // a poisoned rank still sends
+
+    // Receive and merge, a group of rows at a time; a merge item is one (row, LL line) of the group, a thread each:
+    // one pair of output elements. A thread issues the loads of its first item's lines (every source of the first
+    // batch) before the weights, so that they are in flight while warp w polls row w's LSE lines (lane l those of
+    // sources l and l + 32) and computes the row's weights; then it polls what is still missing, zeroes the lines
+    // and merges the pair in source order, kSourceBatch sources at a time.
     const int cp = b.cp();
-    const int lines = b.row_bytes() / kLlLineDataBytes;  // LL lines of one slice, an even number
-    const int pairs = lines / 2;                          // one 16-byte store writes two lines
-    const long long row_lines = lines;
-
-    // Send (a poisoned rank still sends): each row's (peer, line pair) items and one LSE line per peer, spread over
-    // the block's threads.
-#pragma unroll 1
-    for (int pos = 0; pos < b.rows; ++pos) {
-        const int row = b.row(pos);
-#pragma unroll 1
-        for (int i = threadIdx.x; i < (cp - 1) * (pairs + 1); i += kBlockThreads) {
-            const int peer = i / (pairs + 1);
-            const int k = i - peer * (pairs + 1);
-            const int dst = peer < b.rank ? peer : peer + 1;
-            const long long src_row = b.rank * a.max_rows + row;
-            if (k < pairs) {
-                const uint2 d = __ldg(reinterpret_cast<const uint2*>(b.template input<T>(row, dst)) + k);
-                vptx::st_volatile_ll_pair(a.workspaces[dst] + kPayloadOffset + f.slot * a.data_slot_bytes +
-                                              (src_row * row_lines + 2 * k) * kLlLineBytes,
-                                          d.x, d.y, f.lse);
-            } else {
-                vptx::st_volatile_ll_line(a.workspaces[dst] + a.lse_region_offset + f.slot * a.lse_slot_bytes +
-                                              src_row * kLlLineBytes,
-                                          __float_as_uint(b.input_lse(row, dst)), f.lse);
-            }
-        }
-    }
-
-    // Receive and merge, a group of rows at a time: warp w polls row w's LSE lines (lane l those of sources l and
-    // l + 32) and computes its weights; then the block's threads take the group's (row, quad) items, each polling
-    // its quad's lines of every other source in source order.
-    const int quads = b.row_bytes() / kQuadBytes;
-    const int per_group = group_rows(quads);
+    const int lines = 2 * sends.words;  // LL lines of a slice: one pair of elements each
+    const int per_group = group_rows(lines);
     const int warp = threadIdx.x / kWarpSize;
     const int lane = threadIdx.x % kWarpSize;
     // Source s's LSE for `row`: the own from partial_lse, another's LSE line polled and zeroed. False on timeout.
@@ -91,9 +113,81 @@ __device__ void ll_reduce(const LaunchArgs<N>& a) {
             }
         }
     };
+    // Source s's LL line l of `row` in this rank's workspace.
+    const auto line_at = [&](int s, int row, int l) {
+        return b.ws + kPayloadOffset + f.slot * a.data_slot_bytes + ((s * a.max_rows + row) * lines + l) * kLlLineBytes;
+    };
+    // The sources of the batch from s0 whose lines are polled: all but the own rank, whose pair comes from
+    // partial_o (`own`).
+    const auto polled = [&](int s0) {
+        const unsigned self = b.rank - s0;
+        return batch_sources(s0, cp) & ~(self < (unsigned)kSourceBatch ? 1u << self : 0u);
+    };
+    // got[j]: source s0 + j's line of the thread's item, {data, flag}, loaded for the sources of `sources`.
+    uint2 got[kSourceBatch];
+    uint32_t own = 0u;
+    const auto issue = [&](int s0, int row, int l, unsigned sources) {
+#pragma unroll
+        for (int j = 0; j < kSourceBatch; ++j) {
+            if (sources >> j & 1u) {
+                got[j] = vptx::ld_volatile_ll_line(line_at(s0 + j, row, l));
+            }
+        }
+    };
+    const auto issue_item = [&](int row, int l) {
+        own = __ldg(reinterpret_cast<const uint32_t*>(b.template input<T>(row, b.rank)) + l);
+        issue(0, row, l, polled(0));
+    };
+    // Merges line l of group row k (`row`): true, or false once a wait gave up (recorded; the pair is NaN).
+    const auto merge_line = [&](int k, int row, int l, bool first_issued) {
+        float acc[kElemsPerPair] = {0.f, 0.f};
+        bool ok = true;
+        if (!first_issued) {
+            issue_item(row, l);
+        }
+#pragma unroll 1
+        for (int s0 = 0; s0 < cp && ok; s0 += kSourceBatch) {
+            unsigned missing = polled(s0);
+            if (s0 != 0) {
+                issue(s0, row, l, missing);
+            }
+#pragma unroll 1
+            for (int round = 0;; ++round) {
+#pragma unroll
+                for (int j = 0; j < kSourceBatch; ++j) {
+                    if ((missing >> j & 1u) && got[j].y == f.lse) {
+                        missing &= ~(1u << j);
+                    }
+                }
+                if (missing == 0u) {
+                    break;
+                }
+                if (thread_back_off(round, sh.deadline)) {
+                    record_timeout(b.ws, a.status, kTimeoutDataLine, s0 + __ffs(missing) - 1, row, l, epoch);
+                    ok = false;
+                    break;
+                }
+                issue(s0, row, l, missing);
+            }
+            if (ok) {
+#pragma unroll
+                for (int j = 0; j < kSourceBatch; ++j) {
+                    const int s = s0 + j;
+                    if (s < cp) {
+                        if (s != b.rank) {
+                            ptx::st_volatile_clear_flag(line_at(s, row, l));
+                        }
+                        accumulate_pair<T>(acc, sh.weights[k][s], s == b.rank ? own : got[j].x);
+                    }
+                }
+            }
+        }
+        reinterpret_cast<uint32_t*>(b.output(row))[l] = ok ? pack_pair<T>(acc) : nan_pair<T>();
+        return ok;
+    };
     const auto nan_rows = [&](int pos0, int n) {
         for (int k = 0; k < n; ++k) {
-            nan_row<T>(b.output(b.row(pos0 + k)), b.row_bytes(), a.vector16);
+            nan_row<T>(b.output(b.row(pos0 + k)), b.row_bytes());
         }
     };
 #pragma unroll 1
@@ -102,6 +196,11 @@ __device__ void ll_reduce(const LaunchArgs<N>& a) {
         if (gave_up) {
             nan_rows(pos0, n);
             continue;
+        }
+        const int items = n * lines;
+        if ((int)threadIdx.x < items) {
+            const int k = threadIdx.x / lines;
+            issue_item(b.row(pos0 + k), threadIdx.x - k * lines);
         }
         bool ok = true;
         if (warp < n) {
@@ -122,42 +221,9 @@ __device__ void ll_reduce(const LaunchArgs<N>& a) {
             continue;
         }
 #pragma unroll 1
-        for (int i = threadIdx.x; i < n * quads && ok; i += kBlockThreads) {
-            const int k = i / quads;
-            const int q = i - k * quads;
-            const int row = b.row(pos0 + k);
-            float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-#pragma unroll 1
-            for (int s = 0; s < cp; ++s) {
-                uint4 quad;
-                if (s == b.rank) {
-                    quad = load_input_quad(b.template input<T>(row, s) + q * kQuadBytes, a.vector16);
-                } else {
-                    unsigned char* at = b.ws + kPayloadOffset + f.slot * a.data_slot_bytes +
-                                        ((s * a.max_rows + row) * row_lines + 4 * q) * kLlLineBytes;
-#pragma unroll 1
-                    for (int round = 0;; ++round) {
-                        const uint4 lo = vptx::ld_volatile_16(at);
-                        const uint4 hi = vptx::ld_volatile_16(at + 2 * kLlLineBytes);
-                        if (lo.y == f.lse && lo.w == f.lse && hi.y == f.lse && hi.w == f.lse) {
-                            quad = make_uint4(lo.x, lo.z, hi.x, hi.z);
-                            vptx::st_volatile_clear_16(at);
-                            vptx::st_volatile_clear_16(at + 2 * kLlLineBytes);
-                            break;
-                        }
-                        if (thread_back_off(round, sh.deadline)) {
-                            record_timeout(b.ws, a.status, kTimeoutDataLine, s, row, 4 * q, epoch);
-                            ok = false;
-                            break;
-                        }
-                    }
-                    if (!ok) {
-                        break;
-                    }
-                }
-                accumulate_quad<T>(acc, sh.weights[k][s], quad);
-            }
-            store_output_quad<T>(b.output(row) + q * kQuadBytes, acc, !ok, a.vector16);
+        for (int i = threadIdx.x; i < items && ok; i += kBlockThreads) {
+            const int k = i / lines;
+            ok = merge_line(k, b.row(pos0 + k), i - k * lines, i == (int)threadIdx.x);
         }
         if (__syncthreads_or(!ok)) {  // also keeps the weights until every thread has merged the group
             gave_up = true;
@@ -185,36 +251,59 @@ struct Fenced {
     }
 };
 
-// Sends the block's rows to every destination (the own rank too where `to_self`) as raw 16-byte stores and their LSE
-// values; then, after the block's barrier, thread d publishes destination d's flag of this block's chunk.
+// simple's and unfused's send items of a block: a row's (destination, k) pairs, k < quads: quad k of the slice as
+// one raw 16-byte store; k == quads: the row's LSE value. Destinations: every other rank, and the own one too where
+// `to_self` (unfused).
 template <int N, typename T>
-__device__ void fenced_send(const VariantBlock<N>& b, const CallFlags& f, bool to_self) {
-    const LaunchArgs<N>& a = b.a;
-    const Fenced<N> at{a};
-    const int cp = b.cp();
-    const int quads = b.row_bytes() / kQuadBytes;
-#pragma unroll 1
-    for (int pos = 0; pos < b.rows; ++pos) {
-        const int row = b.row(pos);
-#pragma unroll 1
-        for (int i = threadIdx.x; i < cp * (quads + 1); i += kBlockThreads) {
-            const int dst = i / (quads + 1);
-            const int k = i - dst * (quads + 1);
-            if (dst == b.rank && !to_self) {
-                continue;
-            }
-            if (k < quads) {
-                const uint4 q = load_input_quad(b.template input<T>(row, dst) + k * kQuadBytes, a.vector16);
-                *reinterpret_cast<uint4*>(a.workspaces[dst] + at.data(f.slot, b.rank, row) + k * kQuadBytes) = q;
-            } else {
-                *reinterpret_cast<float*>(a.workspaces[dst] + at.lse(f.slot, b.rank, row)) = b.input_lse(row, dst);
-            }
+struct FencedSends {
+    const VariantBlock<N>& b;
+    bool to_self;
+    int quads;
+    int per_dst;  // a destination's items of a row: its quads and its LSE value
+    int per_row;
+    int items;
+    uint4 held[kSendItems];
+    int row[kSendItems];
+    int dst[kSendItems];
+    int k[kSendItems];
+
+    __device__ FencedSends(const VariantBlock<N>& block, bool self)
+        : b(block), to_self(self), quads(block.row_bytes() / kQuadBytes), per_dst(quads + 1),
+          per_row((self ? block.cp() : block.cp() - 1) * per_dst), items(block.rows * per_row) {}
+
+    __device__ __forceinline__ void load(int u, int i) {
+        const int pos = i / per_row;
+        const int d = (i - pos * per_row) / per_dst;
+        row[u] = b.row(pos);
+        dst[u] = to_self || d < b.rank ? d : d + 1;
+        k[u] = i - pos * per_row - d * per_dst;
+        held[u] = k[u] < quads
+                      ? load_input_quad(b.template input<T>(row[u], dst[u]) + k[u] * kQuadBytes, b.a.vector16)
+                      : make_uint4(__float_as_uint(b.input_lse(row[u], dst[u])), 0u, 0u, 0u);
+    }
+
+    __device__ __forceinline__ void store(int u, const CallFlags& f) const {
+        const Fenced<N> at{b.a};
+        unsigned char* to = b.a.workspaces[dst[u]];
+        if (k[u] < quads) {
+            *reinterpret_cast<uint4*>(to + at.data(f.slot, b.rank, row[u]) + k[u] * kQuadBytes) = held[u];
+        } else {
+            *reinterpret_cast<uint32_t*>(to + at.lse(f.slot, b.rank, row[u])) = held[u].x;
         }
     }
+};
+
+// Sends every item of `sends` (its first batch loaded by the caller); then, after the block's barrier, thread d
+// publishes destination d's flag of this block's chunk.
+template <int N, typename T>
+__device__ void fenced_send(FencedSends<N, T>& sends, const CallFlags& f) {
+    const VariantBlock<N>& b = sends.b;
+    const Fenced<N> at{b.a};
+    send_all(sends, f);
     __syncthreads();  // every store of the chunk is performed relative to the threads that publish its flags
-    for (int dst = threadIdx.x; dst < cp; dst += kBlockThreads) {
-        if (dst != b.rank || to_self) {
-            vptx::st_release_sys_flag(a.workspaces[dst] + at.flag(f.slot, b.rank, b.index), f.lse);
+    for (int dst = threadIdx.x; dst < b.cp(); dst += kBlockThreads) {
+        if (dst != b.rank || sends.to_self) {
+            vptx::st_release_sys_flag(b.a.workspaces[dst] + at.flag(f.slot, b.rank, b.index), f.lse);
         }
     }
 }
@@ -250,24 +339,44 @@ __device__ void fenced_receive(const VariantBlock<N>& b, VariantShared& sh, cons
         }
     }
     gave_up = __syncthreads_or(gave_up || !ok);  // the acquires, then the barrier, then every thread's reads
-    // A group of rows at a time: warp w computes the weights of the group's row w, then the block's threads take the
-    // group's (row, quad) items.
-    const int quads = b.row_bytes() / kQuadBytes;
-    const int per_group = group_rows(quads);
+    // A group of rows at a time; a merge item is one (row, 8-byte word) of the group, a thread each. A thread loads
+    // its first item's words (every source of the first batch) before the weights, so that they are in flight while
+    // warp w reads row w's LSE values and computes its weights; then it merges the word in source order,
+    // kSourceBatch sources at a time.
+    const int words = (int)a.data_words;
+    const int per_group = group_rows(words);
     const int warp = threadIdx.x / kWarpSize;
     const int lane = threadIdx.x % kWarpSize;
     const auto lse_of = [&](int s, int row) {
         return s == b.rank && !from_self ? b.input_lse(row, s)
                                          : __uint_as_float(vptx::ld_volatile_u32(b.ws + at.lse(f.slot, s, row)));
     };
+    // got[j]: source s0 + j's word w of `row` (the own rank's from partial_o where not `from_self`).
+    uint2 got[kSourceBatch];
+    const auto load_words = [&](int s0, int row, int w) {
+#pragma unroll
+        for (int j = 0; j < kSourceBatch; ++j) {
+            const int s = s0 + j;
+            if (s < cp) {
+                got[j] = s == b.rank && !from_self
+                             ? __ldg(reinterpret_cast<const uint2*>(b.template input<T>(row, s)) + w)
+                             : vptx::ld_volatile_8(b.ws + at.data(f.slot, s, row) + w * kWordBytes);
+            }
+        }
+    };
 #pragma unroll 1
     for (int pos0 = 0; pos0 < b.rows; pos0 += per_group) {
         const int n = min(per_group, b.rows - pos0);
         if (gave_up) {
             for (int k = 0; k < n; ++k) {
-                nan_row<T>(b.output(b.row(pos0 + k)), b.row_bytes(), a.vector16);
+                nan_row<T>(b.output(b.row(pos0 + k)), b.row_bytes());
             }
             continue;
+        }
+        const int items = n * words;
+        if ((int)threadIdx.x < items) {
+            const int k = threadIdx.x / words;
+            load_words(0, b.row(pos0 + k), threadIdx.x - k * words);
         }
         if (warp < n) {
             const int row = b.row(pos0 + warp);
@@ -277,20 +386,26 @@ __device__ void fenced_receive(const VariantBlock<N>& b, VariantShared& sh, cons
         }
         __syncthreads();
 #pragma unroll 1
-        for (int i = threadIdx.x; i < n * quads; i += kBlockThreads) {
-            const int k = i / quads;
-            const int q = i - k * quads;
+        for (int i = threadIdx.x; i < items; i += kBlockThreads) {
+            const int k = i / words;
+            const int w = i - k * words;
             const int row = b.row(pos0 + k);
-            float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+            float acc[kElemsPerWord] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll 1
-            for (int s = 0; s < cp; ++s) {
-                const uint4 quad =
-                    s == b.rank && !from_self
-                        ? load_input_quad(b.template input<T>(row, s) + q * kQuadBytes, a.vector16)
-                        : vptx::ld_volatile_16(b.ws + at.data(f.slot, s, row) + q * kQuadBytes);
-                accumulate_quad<T>(acc, sh.weights[k][s], quad);
+            for (int s0 = 0; s0 < cp; s0 += kSourceBatch) {
+                if (s0 != 0 || i != (int)threadIdx.x) {
+                    load_words(s0, row, w);
+                }
+#pragma unroll
+                for (int j = 0; j < kSourceBatch; ++j) {
+                    if (s0 + j < cp) {
+                        accumulate_pair<T>(acc, sh.weights[k][s0 + j], got[j].x);
+                        accumulate_pair<T>(acc + kElemsPerPair, sh.weights[k][s0 + j], got[j].y);
+                    }
+                }
             }
-            store_output_quad<T>(b.output(row) + q * kQuadBytes, acc, false, a.vector16);
+            reinterpret_cast<uint2*>(b.output(row))[w] =
+                make_uint2(pack_pair<T>(acc), pack_pair<T>(acc + kElemsPerPair));
         }
         __syncthreads();  // the weights stay until every thread has merged the group
     }
@@ -302,6 +417,8 @@ __device__ void simple_reduce(const LaunchArgs<N>& a) {
     ptx::grid_dependency_wait();
     const uint64_t start_ns = ptx::globaltimer_ns();
     const VariantBlock<N> b(a);
+    FencedSends<N, T> sends(b, false);
+    load_sends(sends, 0);  // in flight while the ticket is
     const uint64_t ticket = variant_ticket(sh, b.ws, b.blocks, start_ns, a.timeout_ns);
     const uint32_t epoch = (uint32_t)ticket;
     const CallFlags f = call_flags(epoch);
@@ -309,7 +426,7 @@ __device__ void simple_reduce(const LaunchArgs<N>& a) {
     if (poisoned && threadIdx.x == 0) {
         *reinterpret_cast<volatile unsigned int*>(a.status) = kStatusFailed;
     }
-    fenced_send<N, T>(b, f, false);  // a poisoned rank still sends
+    fenced_send(sends, f);  // a poisoned rank still sends
     fenced_receive<N, T, kBaseE>(b, sh, f, epoch, poisoned, false);
 }
 
@@ -319,11 +436,13 @@ __device__ void unfused_copy(const LaunchArgs<N>& a) {
     __shared__ VariantShared sh;
     ptx::grid_dependency_wait();
     const VariantBlock<N> b(a);
+    FencedSends<N, T> sends(b, true);
+    load_sends(sends, 0);  // in flight while the ticket is
     const uint64_t ticket = variant_ticket(sh, b.ws, b.blocks, ptx::globaltimer_ns(), a.timeout_ns);
     if (ticket_poisoned(ticket) && threadIdx.x == 0) {
         *reinterpret_cast<volatile unsigned int*>(a.status) = kStatusFailed;
     }
-    fenced_send<N, T>(b, call_flags((uint32_t)ticket), true);
+    fenced_send(sends, call_flags((uint32_t)ticket));
 }
 
 // unfused, kernel 2: after kernel 1 on the stream, so the epoch word holds this call's epoch + 1.

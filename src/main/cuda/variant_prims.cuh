@@ -1,6 +1,6 @@
 // The primitives of the protocol variants ll, simple and unfused (docs/PROTOCOL.md, "Variants"): their PTX, each
 // with its memory order in its name, and the pieces every variant kernel shares with the others (a block's rows, its
-// ticket and deadline, a row's weights, the merge of one 16-byte quad of a row in source order). The merge arithmetic
+// ticket and deadline, a row's weights, batched sends, NaN rows). The merge arithmetic
 // is the LL128 kernels' (ll128_prims.cuh: row_weights, accumulate_pair, pack_pair), so every variant's output is
 // ExactMerge's bit for bit.
 #pragma once
@@ -40,19 +40,11 @@ __device__ __forceinline__ void st_relaxed_clear_flag(void* addr) {
     asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(addr), "r"(0u) : "memory");
 }
 
-// 16 bytes of workspace written by a peer in this call (never through the non-coherent cache).
-__device__ __forceinline__ uint4 ld_volatile_16(const void* addr) {
-    uint4 v;
-    asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(addr)
-                 : "memory");
+// 8 bytes of workspace written by a peer in this call (never through the non-coherent cache).
+__device__ __forceinline__ uint2 ld_volatile_8(const void* addr) {
+    uint2 v;
+    asm volatile("ld.volatile.global.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(addr) : "memory");
     return v;
-}
-
-// Two LL lines zeroed, flags included, by one 16-byte store.
-__device__ __forceinline__ void st_volatile_clear_16(void* addr) {
-    asm volatile("st.volatile.global.v4.u32 [%1], {%0, %0, %0, %0};" ::"r"(0u), "l"(addr) : "memory");
 }
 
 // Two LL lines (LlLayout) in one 16-byte store: {data 0, flag, data 1, flag}; each 8-byte half lands whole.
@@ -70,8 +62,7 @@ __device__ __forceinline__ uint32_t ld_volatile_u32(const void* addr) {
 
 }  // namespace vptx
 
-constexpr int kQuadBytes = 16;                              // a merge step: 4 pairs, 8 elements
-constexpr int kQuadPairs = kQuadBytes / 4;
+constexpr int kQuadBytes = 16;                              // simple's and unfused's send unit: 8 elements
 static_assert(kRowDataGranule % kQuadBytes == 0, "every row is whole quads");
 static_assert(kLlLineDataBytes == 4 && kLlLineBytes == 8, "an LL line is one 8-byte store: 4 data bytes and a flag");
 static_assert(kFencedWordBytes == 4, "LSE values and chunk flags are u32 words");
@@ -128,7 +119,7 @@ struct VariantBlock {
 };
 
 // Rows a block merges at once, at most: warp w computes the weights of the group's row w, and the block's threads
-// take the group's (row, quad) items together, so that short rows still keep every thread busy.
+// take the group's merge items together, so that short rows still keep every thread busy.
 constexpr int kGroupRows = kWarpsPerBlock;
 
 // The block's shared state.
@@ -138,9 +129,55 @@ struct VariantShared {
     Deadline deadline;
 };
 
-// The rows a block merges at once for rows of `quads` 16-byte quads: as many as its threads cover, at least one.
-__device__ __forceinline__ int group_rows(int quads) {
-    return max(1, min(kGroupRows, kBlockThreads / quads));
+// The rows a block merges at once for rows of `items` merge items (a thread each): as many as its threads cover, at
+// least one.
+__device__ __forceinline__ int group_rows(int items) {
+    return max(1, min(kGroupRows, kBlockThreads / items));
+}
+
+// Memory-level parallelism: a thread of a variant kernel never waits for one load before it issues the next of the
+// same step. A send issues the loads of kSendItems items, then their stores; a merge loads one item's words of
+// kSourceBatch sources (Ll128.SOURCE_BATCH, the LL128 kernels' batch too), then accumulates them in source order.
+// With one load in flight per thread, a block of 256 threads keeps 4 KB in flight, far fewer than the memory system
+// needs to reach its bandwidth.
+constexpr int kSendItems = 4;
+static_assert(kSourceBatch < 32, "a batch's sources are bits of a u32");
+
+// The sources s0 .. s0 + kSourceBatch - 1 that exist (s < cp), as bits 0 .. kSourceBatch - 1.
+__device__ __forceinline__ unsigned batch_sources(int s0, int cp) {
+    return (1u << min(kSourceBatch, cp - s0)) - 1u;
+}
+
+// A kernel's send items, kSendItems per thread at a time: item i = i0 + u x kBlockThreads + threadIdx.x of the batch
+// starting at i0 is held in slot u between its load and its store. `Sends` has `items` (the block's count),
+// `load(u, i)` and `store(u, flags)`.
+template <typename Sends>
+__device__ __forceinline__ void load_sends(Sends& s, int i0) {
+#pragma unroll
+    for (int u = 0; u < kSendItems; ++u) {
+        const int i = i0 + u * kBlockThreads + (int)threadIdx.x;
+        if (i < s.items) {
+            s.load(u, i);
+        }
+    }
+}
+
+// Every send item of the block, batch by batch, each batch's loads issued before its first store; the first batch
+// was loaded by the caller (before the ticket, so that its loads are in flight while the ticket is).
+template <typename Sends>
+__device__ __forceinline__ void send_all(Sends& s, const CallFlags& f) {
+#pragma unroll 1
+    for (int i0 = 0; i0 < s.items; i0 += kSendItems * kBlockThreads) {
+        if (i0 != 0) {
+            load_sends(s, i0);
+        }
+#pragma unroll
+        for (int u = 0; u < kSendItems; ++u) {
+            if (i0 + u * kBlockThreads + (int)threadIdx.x < s.items) {
+                s.store(u, f);
+            }
+        }
+    }
 }
 
 // Thread 0 takes the block's ticket (the epoch; the last block of the call advances it) and sets the deadline; every
@@ -155,15 +192,6 @@ __device__ __forceinline__ uint64_t variant_ticket(VariantShared& sh, unsigned c
     return sh.ticket;
 }
 
-// acc += w x the quad's 8 elements, in the caller's source order (ExactMerge's fmaf per element).
-template <typename T>
-__device__ __forceinline__ void accumulate_quad(float* acc, float w, const uint4& q) {
-    accumulate_pair<T>(acc + 0, w, q.x);
-    accumulate_pair<T>(acc + 2, w, q.y);
-    accumulate_pair<T>(acc + 4, w, q.z);
-    accumulate_pair<T>(acc + 6, w, q.w);
-}
-
 // 16 bytes of a caller's tensor: one load where every row start is 16-byte aligned, two 8-byte loads otherwise (row
 // starts are 8-byte aligned, the contract).
 __device__ __forceinline__ uint4 load_input_quad(const unsigned char* p, bool vector16) {
@@ -175,28 +203,11 @@ __device__ __forceinline__ uint4 load_input_quad(const unsigned char* p, bool ve
     return make_uint4(lo.x, lo.y, hi.x, hi.y);
 }
 
-// Writes one merged quad (NaN where the row failed) to the output row.
+// Every output word of the row NaN (a wait of the block gave up, or the workspace is poisoned).
 template <typename T>
-__device__ __forceinline__ void store_output_quad(unsigned char* p, const float* acc, bool nan, bool vector16) {
-    uint4 q;
-    if (nan) {
-        q = make_uint4(nan_pair<T>(), nan_pair<T>(), nan_pair<T>(), nan_pair<T>());
-    } else {
-        q = make_uint4(pack_pair<T>(acc), pack_pair<T>(acc + 2), pack_pair<T>(acc + 4), pack_pair<T>(acc + 6));
-    }
-    if (vector16) {
-        *reinterpret_cast<uint4*>(p) = q;
-    } else {
-        reinterpret_cast<uint2*>(p)[0] = make_uint2(q.x, q.y);
-        reinterpret_cast<uint2*>(p)[1] = make_uint2(q.z, q.w);
-    }
-}
-
-// Every output quad of the row NaN (a wait of the block gave up, or the workspace is poisoned).
-template <typename T>
-__device__ void nan_row(unsigned char* out, int row_bytes, bool vector16) {
-    for (int q = threadIdx.x; q * kQuadBytes < row_bytes; q += kBlockThreads) {
-        store_output_quad<T>(out + q * kQuadBytes, nullptr, true, vector16);
+__device__ void nan_row(unsigned char* out, int row_bytes) {
+    for (int w = threadIdx.x; w * kWordBytes < row_bytes; w += kBlockThreads) {
+        reinterpret_cast<uint2*>(out)[w] = make_uint2(nan_pair<T>(), nan_pair<T>());
     }
 }
 

@@ -132,7 +132,10 @@ public final class Ll128 {
      */
     public static final int STATUS_FAILED = 1;
 
-    /** Receive warps poll sources in batches of this many (cp up to 64 in 8 batches). */
+    /**
+     * Receivers poll and merge sources in batches of this many (cp up to 64 in 8 batches): the tiled kernel's receive
+     * warps, and the variant kernels' merge items, which load a batch's words at once.
+     */
     public static final int SOURCE_BATCH = 8;
     /** Threads in a block of either kernel: 8 warps (in the tiled one the first SEND_WARPS send, the rest receive). */
     public static final int BLOCK_THREADS = 256;
