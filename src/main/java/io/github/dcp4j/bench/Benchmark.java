@@ -196,6 +196,13 @@ public final class Benchmark implements AutoCloseable {
 
     static final int GRAPH_50_CALLS = 50;
     static final int LAYER_CALLS = 60;
+    /**
+     * Unmeasured launches before the host cost is sampled: more than HotSpot's tiered compilation needs to compile a
+     * method at its top tier (Tier4CompileThreshold, 15000 by default), so that the samples time compiled code on both
+     * paths: an eager call's checks run nowhere else in a benchmark, so without these they would be timed while
+     * HotSpot still interprets them.
+     */
+    static final int HOST_WARMUP_LAUNCHES = 20_000;
     /** Bytes written to flush L2 between calls: well above the 50-60 MB L2 of Hopper parts. */
     static final long FLUSH_BYTES = 256L << 20;
     static final long COPY_BYTES = 1L << 30;
@@ -429,6 +436,10 @@ public final class Benchmark implements AutoCloseable {
 
     private double hostMicros(KernelCall call, Runnable launch) {
         int batch = 20;
+        for (int w = 0; w < HOST_WARMUP_LAUNCHES; w += batch) {
+            call.stream().synchronize();
+            repeat(launch, batch);
+        }
         double[] us = new double[settings.samples()];
         for (int s = 0; s < us.length; s++) {
             call.stream().synchronize();
