@@ -20,6 +20,17 @@ using namespace dcp4j;
 // TornadoNativeArray.ARRAY_HEADER, which the engine checks at open.
 constexpr int kArrayHeader = 16;
 
+// TornadoEngine.BLOCK_THREADS and EXCHANGE_BLOCKS_PER_SM: the exchange's blocks and how many the engine launches per
+// SM, which must all be resident at once (receivers poll for senders). The launch bounds hold the kernel to the
+// registers that many blocks leave each thread (128 here), so that they always fit.
+constexpr int kTaskBlockThreads = 128;
+constexpr int kExchangeBlocksPerSm = 4;
+
+// Memory-level parallelism: a warp's send items are taken kSendBatch at a time, and a thread's receive item polls
+// kLinesAtOnce lines at once, every load of a batch issued before the first of them is used.
+constexpr int kSendBatch = 4;
+constexpr int kLinesAtOnce = 8;
+
 // MergeTasks's parameter indices.
 constexpr int kPCp = 0;
 constexpr int kPRows = 1;
@@ -116,14 +127,14 @@ __device__ void giveUp(const Layout& l, int dst, int src, int row, int line, int
 // 0 the group's LSE line; sources whose senders[] entry is 0 send nothing, the timeout test's missing rank), then
 // polls its share of the lines every destination expects (one thread per (destination, row, source): bounded volatile
 // polls of every data line's flag word and every LSE line, the deadline kPTimeoutMicros after the thread's sends,
-// one for all its polls). A wait that gives up leaves the timeout record, the poisoned bit, failed[dst * rows + row] and the status
-// word. Grid-stride over the items: the launch grid is fixed per graph, and no larger than what is resident at once
-// (the engine launches a few blocks per SM), so every sender runs while receivers poll. One kernel rather than a send
+// one for all its polls). A wait that gives up leaves the timeout record, the poisoned bit, failed[dst * rows + row]
+// and the status word. Grid-stride over the items: the launch grid is fixed per graph, and no larger than what is
+// resident at once (kExchangeBlocksPerSm), so every sender runs while receivers poll. One kernel rather than a send
 // and a receive task: TornadoVM 5.2.1 gives every prebuilt task of a graph the installed code of the graph's first
 // task, so a graph holds one prebuilt task, and it comes first.
-extern "C" __global__ void ll128_exchange(const void* /* kernel context */, void* params, void* workspaces,
-                                          void* partialO, void* partialLse, void* index, void* senders, void* failed,
-                                          void* status) {
+extern "C" __global__ void __launch_bounds__(kTaskBlockThreads, kExchangeBlocksPerSm)
+    ll128_exchange(const void* /* kernel context */, void* params, void* workspaces, void* partialO, void* partialLse,
+                   void* index, void* senders, void* failed, void* status) {
     const Layout l{data<const int>(params), data<uint64_t>(workspaces)};
     int* st = data<int>(status);
     if (!aligned(l, st)) {
@@ -142,32 +153,71 @@ extern "C" __global__ void ll128_exchange(const void* /* kernel context */, void
     const int words = l.p[kPDataWords];
     const int lane = threadIdx.x & 31;
     const int part = lane & 7;
+    // Sends, kSendBatch warp items at a time (items base, base + warps, ...): their epochs and slice indices are
+    // loaded first, then their line parts and LSE values, then everything is stored, so that a warp waits for two round
+    // trips per batch rather than two per item.
+    const long long warps = threads >> 5;
     const long long sendItems = static_cast<long long>(cp) * rows * cp * groups;
-    for (long long item = first >> 5; item < sendItems; item += threads >> 5) {
-        const int group = static_cast<int>(item % groups);
-        long long rest = item / groups;
-        const int dst = static_cast<int>(rest % cp);
-        rest /= cp;
-        const int row = static_cast<int>(rest % rows);
-        const int src = static_cast<int>(rest / rows);
-        if (dst == src || sends[src] == 0) {
-            continue;
+    for (long long base = first >> 5; base < sendItems; base += kSendBatch * warps) {
+        uint64_t* to[kSendBatch];     // the lane's part of its line, null where the item stores none
+        uint64_t* lseTo[kSendBatch];  // lane 0: the group's LSE line, null where none
+        uint32_t epochs[kSendBatch];
+        int start[kSendBatch];
+        int lseAt[kSendBatch];
+        int k0[kSendBatch];
+#pragma unroll
+        for (int u = 0; u < kSendBatch; ++u) {
+            to[u] = nullptr;
+            lseTo[u] = nullptr;
+            const long long item = base + u * warps;
+            if (item >= sendItems) {
+                continue;
+            }
+            const int group = static_cast<int>(item % groups);
+            long long rest = item / groups;
+            const int dst = static_cast<int>(rest % cp);
+            rest /= cp;
+            const int row = static_cast<int>(rest % rows);
+            const int src = static_cast<int>(rest / rows);
+            if (dst == src || sends[src] == 0) {
+                continue;
+            }
+            epochs[u] = l.epoch(src);
+            const int slot = static_cast<int>(epochs[u] & 1);
+            const int at = (src * rows + row) * cp + dst;
+            const int line = group * kLinesPerGroup + (lane >> 3);
+            if (line < l.lines()) {
+                start[u] = idx[l.p[kPSliceIndex] + at];
+                k0[u] = line * kLineDataWords + 2 * part;
+                to[u] = l.dataLine(dst, slot, src, row, line) + 2 * part;
+            }
+            if (lane == 0) {
+                lseAt[u] = idx[l.p[kPLseIndex] + at];
+                lseTo[u] = l.lseLine(dst, slot, src, row, group);
+            }
         }
-        const uint32_t epoch = l.epoch(src);
-        const int slot = static_cast<int>(epoch & 1);
-        const int at = (src * rows + row) * cp + dst;
-        const int line = group * kLinesPerGroup + (lane >> 3);
-        if (line < l.lines()) {
-            const int start = idx[l.p[kPSliceIndex] + at];
-            const int k0 = line * kLineDataWords + 2 * part;
-            const uint64_t lo = k0 < words ? sliceWord(o, start, k0) : 0;
-            const uint64_t hi = part == 7 ? (kFlagTag | (epoch + 1))
-                                          : (k0 + 1 < words ? sliceWord(o, start, k0 + 1) : 0);
-            ptx::st_volatile_line_part(l.dataLine(dst, slot, src, row, line) + 2 * part, lo, hi);
+        uint64_t lo[kSendBatch];
+        uint64_t hi[kSendBatch];
+        uint32_t lseBits[kSendBatch];
+#pragma unroll
+        for (int u = 0; u < kSendBatch; ++u) {
+            if (to[u] != nullptr) {
+                lo[u] = k0[u] < words ? sliceWord(o, start[u], k0[u]) : 0;
+                hi[u] = part == 7 ? (kFlagTag | (epochs[u] + 1))
+                                  : (k0[u] + 1 < words ? sliceWord(o, start[u], k0[u] + 1) : 0);
+            }
+            if (lseTo[u] != nullptr) {
+                lseBits[u] = __float_as_uint(lse[lseAt[u]]);
+            }
         }
-        if (lane == 0) {
-            const uint32_t bits = __float_as_uint(lse[idx[l.p[kPLseIndex] + at]]);
-            ptx::st_volatile_lse_line(l.lseLine(dst, slot, src, row, group), bits, lseFlag(epoch));
+#pragma unroll
+        for (int u = 0; u < kSendBatch; ++u) {
+            if (to[u] != nullptr) {
+                ptx::st_volatile_line_part(to[u], lo[u], hi[u]);
+            }
+            if (lseTo[u] != nullptr) {
+                ptx::st_volatile_lse_line(lseTo[u], lseBits[u], lseFlag(epochs[u]));
+            }
         }
     }
 
@@ -187,24 +237,56 @@ extern "C" __global__ void ll128_exchange(const void* /* kernel context */, void
         const uint32_t epoch = l.epoch(dst);
         const int slot = static_cast<int>(epoch & 1);
         const uint64_t flag = kFlagTag | (epoch + 1);
+        const uint32_t lf = lseFlag(epoch);
+        // kLinesAtOnce of the item's lines at a time, every flag still missing loaded again in each round at once.
         bool ok = true;
-        for (int line = 0; ok && line < l.lines(); line++) {
-            const uint64_t* f = l.dataLine(dst, slot, src, row, line) + kLineDataWords;
-            while (ptx::ld_volatile_flag(f) != flag) {
+        for (int line0 = 0; ok && line0 < l.lines(); line0 += kLinesAtOnce) {
+            unsigned missing = (1u << min(kLinesAtOnce, l.lines() - line0)) - 1u;
+            while (true) {
+                uint64_t seen[kLinesAtOnce];
+#pragma unroll
+                for (int j = 0; j < kLinesAtOnce; ++j) {
+                    if (missing >> j & 1u) {
+                        seen[j] = ptx::ld_volatile_flag(l.dataLine(dst, slot, src, row, line0 + j) + kLineDataWords);
+                    }
+                }
+#pragma unroll
+                for (int j = 0; j < kLinesAtOnce; ++j) {
+                    if ((missing >> j & 1u) && seen[j] == flag) {
+                        missing &= ~(1u << j);
+                    }
+                }
+                if (missing == 0u) {
+                    break;
+                }
                 if (ptx::globaltimer_ns() > deadline) {
-                    giveUp(l, dst, src, row, line, kTimeoutDataLine, epoch, fail, st);
+                    giveUp(l, dst, src, row, line0 + __ffs(missing) - 1, kTimeoutDataLine, epoch, fail, st);
                     ok = false;
                     break;
                 }
             }
         }
-        const uint32_t lf = lseFlag(epoch);
-        for (int group = 0; ok && group < groups; group++) {
-            const uint64_t* line = l.lseLine(dst, slot, src, row, group);
-            for (uint4 v = ptx::ld_volatile_lse_line(line); v.y != lf || v.w != lf;
-                 v = ptx::ld_volatile_lse_line(line)) {
+        for (int group0 = 0; ok && group0 < groups; group0 += kLinesAtOnce) {
+            unsigned missing = (1u << min(kLinesAtOnce, groups - group0)) - 1u;
+            while (true) {
+                uint4 seen[kLinesAtOnce];
+#pragma unroll
+                for (int j = 0; j < kLinesAtOnce; ++j) {
+                    if (missing >> j & 1u) {
+                        seen[j] = ptx::ld_volatile_lse_line(l.lseLine(dst, slot, src, row, group0 + j));
+                    }
+                }
+#pragma unroll
+                for (int j = 0; j < kLinesAtOnce; ++j) {
+                    if ((missing >> j & 1u) && seen[j].y == lf && seen[j].w == lf) {
+                        missing &= ~(1u << j);
+                    }
+                }
+                if (missing == 0u) {
+                    break;
+                }
                 if (ptx::globaltimer_ns() > deadline) {
-                    giveUp(l, dst, src, row, group, kTimeoutLseLine, epoch, fail, st);
+                    giveUp(l, dst, src, row, group0 + __ffs(missing) - 1, kTimeoutLseLine, epoch, fail, st);
                     ok = false;
                     break;
                 }

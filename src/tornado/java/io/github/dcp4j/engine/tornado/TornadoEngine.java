@@ -68,8 +68,11 @@ public final class TornadoEngine implements LocalGroup {
     static final int BLOCK_THREADS = 128;
     /** Most threads of one task's grid: larger calls stride (4096 blocks keep every SM of a Hopper GPU busy). */
     static final int MAX_GRID_THREADS = 4096 * BLOCK_THREADS;
-    /** Blocks of the exchange per SM: all resident at once, as the exchange's polls need. */
-    static final int EXCHANGE_BLOCKS_PER_SM = 2;
+    /**
+     * Blocks of the exchange per SM: all resident at once, as the exchange's polls need (its launch bounds, in
+     * tornado_tasks.cu, hold its registers to what 4 blocks of {@link #BLOCK_THREADS} leave a thread).
+     */
+    static final int EXCHANGE_BLOCKS_PER_SM = 4;
     /** Threads of a warp: the send's unit. */
     private static final int WARP = 32;
 
@@ -329,7 +332,7 @@ public final class TornadoEngine implements LocalGroup {
     /**
      * The exchange's grid: enough threads for {@code work} (its send's), at most {@link #EXCHANGE_BLOCKS_PER_SM} blocks
      * per SM of TornadoVM's device, so that every block is resident at once and every sender runs while receivers
-     * poll (a block of 128 threads with the kernel's few registers: many more fit on an SM).
+     * poll.
      */
     private static WorkerGrid1D exchangeGrid(long work) {
         int sms = TornadoExecutionPlan.DEFAULT_DEVICE.getPhysicalDevice().getDeviceMaxComputeUnits();

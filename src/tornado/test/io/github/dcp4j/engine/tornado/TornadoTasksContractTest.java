@@ -55,6 +55,9 @@ class TornadoTasksContractTest {
         }
         assertTrue(compared >= 11, "parameter and status constants found in " + SOURCE + ": " + compared);
         assertEquals(TornadoEngine.ARRAY_HEADER, cuda.get("kArrayHeader"));
+        assertEquals((long) TornadoEngine.BLOCK_THREADS, cuda.get("kTaskBlockThreads"), "the exchange's launch bounds");
+        assertEquals((long) TornadoEngine.EXCHANGE_BLOCKS_PER_SM, cuda.get("kExchangeBlocksPerSm"),
+                "the exchange's launch bounds");
     }
 
     @Test
