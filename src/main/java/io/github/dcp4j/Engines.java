@@ -211,4 +211,19 @@ public final class Engines {
     public static CudaRankEngine openRank(WorkspaceSpec spec, Duration timeout, Consumer<String> log) {
         return RankSetup.openRank(spec, timeout, log);
     }
+
+    /**
+     * As {@link #openRank(WorkspaceSpec, Duration, Consumer)}, every rank running {@code variant}'s protocol (op.Variant,
+     * the same on every rank, checked when the engines open); an ll or auto group's workspaces are sized for it.
+     *
+     * @param spec    the largest call the group will make, the same on every rank
+     * @param variant the protocol variant
+     * @param timeout how long a rank waits for a peer
+     * @param log     receives the line describing this rank
+     * @return this rank's engine; closing it closes the workspaces, the GPU and the rendezvous
+     */
+    public static CudaRankEngine openRank(WorkspaceSpec spec, Variant variant, Duration timeout,
+                                          Consumer<String> log) {
+        return RankSetup.openRank(spec, variant, timeout, log);
+    }
 }

@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import io.github.dcp4j.op.Crossovers;
 import io.github.dcp4j.op.Variant;
+import io.github.dcp4j.reference.Fp64Oracle;
 
 import java.io.IOException;
 import java.nio.file.Files;
@@ -106,7 +107,8 @@ public final class BenchReport {
     /**
      * Auto's crossovers from a run of several variants ({@code bench --variants ... --tune FILE}): at each batch of
      * the layer mode with L2 hot and host inputs, the fastest variant other than auto, at that batch's bytes per
-     * rank; consecutive batches with the same winner merged (Crossovers.fromFastest).
+     * rank; consecutive batches with the same winner merged (Crossovers.fromFastest). A row whose outputs were found
+     * wrong (relative error above {@link Fp64Oracle#TOLERANCE}) never wins.
      *
      * @param results every result of the run
      * @param source  how they were measured, for the file's comment and messages
@@ -119,7 +121,7 @@ public final class BenchReport {
         for (Benchmark.Result r : results) {
             Benchmark.Case c = r.c();
             if (c.mode() != Benchmark.Mode.LAYER || c.flushL2() || c.deviceInputs() || c.variant() == Variant.AUTO
-                    || !Double.isFinite(r.usPerCall())) {
+                    || !Double.isFinite(r.usPerCall()) || r.maxRelativeError() > Fp64Oracle.TOLERANCE) {
                 continue;
             }
             measured.add(c.variant());

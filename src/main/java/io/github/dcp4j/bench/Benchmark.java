@@ -453,9 +453,10 @@ public final class Benchmark implements AutoCloseable {
     }
 
     /**
-     * The byte floor of one call of {@code ran}, µs: inputs read once, the workspace bytes of every source's rows as
-     * that variant moves them written once and read once, outputs written once, for all cp ranks, at the measured copy
-     * bandwidth.
+     * The byte floor of one call of {@code ran}, µs: inputs read once, the workspace bytes of the rows that travel as
+     * that variant moves them written once and read once (every source's in unfused, whose copy kernel sends the own
+     * slice too; the cp - 1 others in the fused variants, which read the own slice from partial_o), outputs written
+     * once, for all cp ranks, at the measured copy bandwidth.
      *
      * @param c   the case
      * @param ran the variant that ran (not auto)
@@ -469,7 +470,8 @@ public final class Benchmark implements AutoCloseable {
         long rows = (long) c.batch() * c.heads();
         RowLayout row = RowLayout.of(c.headDim(), DType.BF16.bytes());
         double inputs = rows * c.cp() * ((double) row.dataBytes() + Float.BYTES);
-        double lines = 2.0 * rows * c.cp() * workspaceBytesPerRow(ran, row);
+        int travelling = ran == Variant.UNFUSED ? c.cp() : c.cp() - 1;
+        double lines = 2.0 * rows * travelling * workspaceBytesPerRow(ran, row);
         double outputs = (double) rows * row.dataBytes();
         return c.cp() * (inputs + lines + outputs);
     }

@@ -229,7 +229,12 @@ final class BenchCommand implements Callable<Integer> {
             if (json != null && reports) {
                 BenchReport.writeJson(json, results, peer, device, when, bench.copyBytesPerSecond());
             }
-            if (tune != null && reports) {
+            boolean accurate = results.stream().allMatch(r -> Double.isNaN(r.maxRelativeError())
+                    || r.maxRelativeError() <= Fp64Oracle.TOLERANCE);
+            if (tune != null && reports && !accurate) {
+                err.println("auto's crossovers not written to " + tune + ": a variant's outputs are wrong (below)");
+            }
+            if (tune != null && reports && accurate) {
                 Crossovers crossovers = BenchReport.tune(results, "bench --tune, " + device + ", " + when);
                 WholeFile.write(tune, o -> o.write(crossovers.format("measured by `dcp4j bench --variants "
                         + variants.stream().map(Variant::spelling).collect(Collectors.joining(",")) + " --tune` on "
@@ -242,8 +247,6 @@ final class BenchCommand implements Callable<Integer> {
                 LayerPlot.write(plot, "dcp4j, layer mode, " + device + ", " + when.substring(0, 16),
                         LayerPlot.of(results, peer));
             }
-            boolean accurate = results.stream().allMatch(r -> Double.isNaN(r.maxRelativeError())
-                    || r.maxRelativeError() <= Fp64Oracle.TOLERANCE);
             if (!accurate) {
                 err.println("FAILED: some case's output differs from the fp64 oracle by more than "
                         + Fp64Oracle.TOLERANCE);

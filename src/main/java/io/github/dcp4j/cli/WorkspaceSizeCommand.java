@@ -18,6 +18,10 @@ import java.util.concurrent.Callable;
                 + " local-heads) x RowBytes (ll128, simple, unfused); ll: 128 + 2 x cp x rows x (2 x head-dim x"
                 + " element size + 8); auto: the regions of every variant its crossovers for --sm may pick.")
 final class WorkspaceSizeCommand implements Callable<Integer> {
+    /** Compute capabilities as major x 10 + minor: major 1 to 99. */
+    static final int MIN_SM = 10;
+    static final int MAX_SM = 999;
+
     @Option(names = "--max-tokens", required = true, description = "Most tokens per call.")
     int maxTokens;
 
@@ -39,7 +43,7 @@ final class WorkspaceSizeCommand implements Callable<Integer> {
 
     @Option(names = "--sm", defaultValue = "90", paramLabel = "CC",
             description = "For --variant auto: the compute capability whose crossovers it picks by (major x 10 +"
-                    + " minor), default ${DEFAULT-VALUE}.")
+                    + " minor, " + MIN_SM + ".." + MAX_SM + "), default ${DEFAULT-VALUE}.")
     int sm;
 
     @Spec
@@ -47,6 +51,14 @@ final class WorkspaceSizeCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
+        if (spec.commandLine().getParseResult().hasMatchedOption("--sm") && variant != Variant.AUTO) {
+            throw new ParameterException(spec.commandLine(), "--sm applies to --variant auto only (the other"
+                    + " variants' sizes do not depend on the GPU); got --sm " + sm + " with --variant " + variant);
+        }
+        if (sm < MIN_SM || sm > MAX_SM) {
+            throw new ParameterException(spec.commandLine(), "--sm must be a compute capability as major x 10 + minor,"
+                    + " in [" + MIN_SM + ", " + MAX_SM + "]; got " + sm);
+        }
         long bytes;
         try {
             WorkspaceSpec ws = new WorkspaceSpec(maxTokens, localHeads, cp, headDim, dtype);

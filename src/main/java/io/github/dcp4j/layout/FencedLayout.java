@@ -38,7 +38,18 @@ public record FencedLayout(int cpSize, int maxRows, RowLayout row) {
     /** {@return the bytes this layout uses: 128 + 2 x cp x maxRows x (dataBytes + 8), within the contract's size} */
     public long bytesUsed() {
         return Math.addExact(Ll128.PAYLOAD_OFFSET, Math.multiplyExact(
-                Math.multiplyExact((long) Ll128.NUM_SLOTS * cpSize, maxRows), (long) row.dataBytes() + 2 * WORD_BYTES));
+                Math.multiplyExact((long) Ll128.NUM_SLOTS * cpSize, maxRows), rowBytes(row)));
+    }
+
+    /**
+     * The workspace bytes of one row of {@code row}'s shape, per source and slot: its data, its LSE value and its
+     * share of the flags (a chunk has at least one row, so the flags never take more than one word a row).
+     *
+     * @param row the row's shape
+     * @return dataBytes + 8
+     */
+    public static long rowBytes(RowLayout row) {
+        return (long) row.dataBytes() + 2 * WORD_BYTES;
     }
 
     /** {@return the bytes of row data in one slot (all sources, all rows)} */

@@ -1,6 +1,9 @@
 package io.github.dcp4j.op;
 
+import io.github.dcp4j.layout.FencedLayout;
+import io.github.dcp4j.layout.Ll128;
 import io.github.dcp4j.layout.LlLayout;
+import io.github.dcp4j.layout.WorkspaceLayout;
 
 import java.util.Arrays;
 import java.util.Locale;
@@ -68,6 +71,30 @@ public enum Variant {
             case AUTO -> throw new IllegalArgumentException("auto's workspace size depends on the variants its"
                     + " crossovers may pick: use VariantWorkspace.of(Variant.AUTO, crossovers, spec).bytes()");
         };
+    }
+
+    /**
+     * The rows per source and slot that a region of {@code regionBytes} holds in this variant's layout, for a call whose
+     * contract layout is {@code contractLayout} (the contract's workspace at the call's head_dim): at most that
+     * layout's max rows, fewer where the region is smaller (an ll region sized for one head_dim holds fewer rows of
+     * a call with another, its rows carrying a flag per 4 bytes). It is the kernels' {@code max_rows}; a call of
+     * more rows does not fit the region.
+     *
+     * @param contractLayout the contract's layout for the call's row
+     * @param regionBytes    the region's size
+     * @return the rows, 0 where not one fits
+     * @throws IllegalArgumentException for {@link #AUTO}, which has no layout of its own
+     */
+    public int rowsHeld(WorkspaceLayout contractLayout, long regionBytes) {
+        long rowBytes = switch (this) {
+            case LL128 -> contractLayout.row().rowBytes();
+            case LL -> LlLayout.rowBytes(contractLayout.row());
+            case SIMPLE, UNFUSED -> FencedLayout.rowBytes(contractLayout.row());
+            case AUTO -> throw new IllegalArgumentException("auto has no layout of its own: each variant it picks"
+                    + " uses its own");
+        };
+        long perRow = (long) Ll128.NUM_SLOTS * contractLayout.cpSize() * rowBytes;
+        return (int) Math.min(contractLayout.maxRows(), Math.max(0, regionBytes - Ll128.PAYLOAD_OFFSET) / perRow);
     }
 
     /**

@@ -40,7 +40,10 @@ class VariantBenchTest {
         assertEquals("--variants must name each variant once; got [ll, ll]", e.getMessage());
     }
 
-    /** Workspace bytes per row as each variant moves them, from the layouts' formulas written out independently. */
+    /**
+     * Workspace bytes per row as each variant moves them, from the layouts' formulas written out independently; the
+     * fused variants move cp - 1 sources' rows (the own slice stays in partial_o), unfused all cp.
+     */
     @Test
     void byteFloorsCountTheBytesEachVariantMoves() {
         RowLayout row = RowLayout.of(512, DType.BF16.bytes());
@@ -50,8 +53,12 @@ class VariantBenchTest {
         assertEquals(1024 + 4, Benchmark.workspaceBytesPerRow(Variant.UNFUSED, row));
         Benchmark.Case c = new Benchmark.Case(Benchmark.Mode.LAYER, 2, 16, 512, 8, true, false, false);
         double rows = 2 * 16;
-        double simple = 8 * (rows * 8 * (1024 + 4) + 2 * rows * 8 * (1024 + 4) + rows * 1024);
+        double simple = 8 * (rows * 8 * (1024 + 4) + 2 * rows * 7 * (1024 + 4) + rows * 1024);
         assertEquals(simple, Benchmark.bytesPerCall(c, Variant.SIMPLE));
+        double unfused = 8 * (rows * 8 * (1024 + 4) + 2 * rows * 8 * (1024 + 4) + rows * 1024);
+        assertEquals(unfused, Benchmark.bytesPerCall(c, Variant.UNFUSED));
+        double ll128 = 8 * (rows * 8 * (1024 + 4) + 2 * rows * 7 * (9 * 128 + 3 * 16) + rows * 1024);
+        assertEquals(ll128, Benchmark.bytesPerCall(c, Variant.LL128));
         assertTrue(Benchmark.bytesPerCall(c, Variant.LL) > Benchmark.bytesPerCall(c, Variant.LL128));
         assertThrows(IllegalArgumentException.class, () -> Benchmark.workspaceBytesPerRow(Variant.AUTO, row));
     }

@@ -5,6 +5,8 @@ import io.github.dcp4j.layout.RowLayout;
 import io.github.dcp4j.op.DType;
 import org.junit.jupiter.api.Test;
 
+import java.util.List;
+
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -22,10 +24,22 @@ class VariantCliTest {
         }
         long ll = new LlLayout(4, 16, RowLayout.of(128, DType.BF16.bytes())).bytes();
         assertEquals(String.valueOf(ll), CliTest.run(concat(geometry, "--variant", "ll")).out().strip());
-        // auto where the crossovers pick ll128 alone (sm_90's, measured; the fallback's): ll128's workspace only
-        for (String sm : new String[] {"90", "75"}) {
-            CliTest.Result auto = CliTest.run(concat(geometry, "--variant", "auto", "--sm", sm));
-            assertEquals("51328", auto.out().strip(), "auto at sm " + sm);
+        // auto by the fallback (no crossovers shipped for sm_75): ll128's workspace only
+        CliTest.Result fallback = CliTest.run(concat(geometry, "--variant", "auto", "--sm", "75"));
+        assertEquals("51328", fallback.out().strip(), "auto at sm 75");
+        // auto by sm_90's measured crossovers (ll128, then simple): ll128's region, then the fenced one, each of the
+        // contract's size (51328 = 401 lines, so the second starts where the first ends)
+        CliTest.Result measured = CliTest.run(concat(geometry, "--variant", "auto", "--sm", "90"));
+        assertEquals("102656", measured.out().strip(), "auto at sm 90");
+        CliTest.Result notAuto = CliTest.run(concat(geometry, "--variant", "ll", "--sm", "90"));
+        assertEquals(2, notAuto.exitCode());
+        assertTrue(notAuto.err().contains("--sm applies to --variant auto only (the other variants' sizes do not"
+                + " depend on the GPU); got --sm 90 with --variant ll"), notAuto.err());
+        for (String sm : new String[] {"9", "-90", "1000"}) {
+            CliTest.Result outside = CliTest.run(concat(geometry, "--variant", "auto", "--sm", sm));
+            assertEquals(2, outside.exitCode(), sm);
+            assertTrue(outside.err().contains("--sm must be a compute capability as major x 10 + minor, in [10, 999];"
+                    + " got " + sm), outside.err());
         }
         CliTest.Result bad = CliTest.run(concat(geometry, "--variant", "ll16"));
         assertEquals(2, bad.exitCode());
@@ -42,7 +56,9 @@ class VariantCliTest {
         CliTest.Result auto = CliTest.run("--engine", "cpu", "--variant", "auto", "--batches", "1", "--seconds",
                 "0.01");
         assertEquals(0, auto.exitCode(), auto.err());
-        assertTrue(auto.out().lines().skip(1).allMatch(l -> l.trim().split("\\s+")[1].equals("ll128")), auto.out());
+        List<String> rows = auto.out().lines().skip(1).toList();
+        assertEquals(1, rows.size(), auto.out());
+        assertEquals("ll128", rows.getFirst().trim().split("\\s+")[1], auto.out());
     }
 
     @Test

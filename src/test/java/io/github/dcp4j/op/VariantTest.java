@@ -1,6 +1,8 @@
 package io.github.dcp4j.op;
 
 import io.github.dcp4j.layout.LlLayout;
+import io.github.dcp4j.layout.RowLayout;
+import io.github.dcp4j.layout.WorkspaceLayout;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
@@ -122,7 +124,7 @@ class VariantTest {
             VariantWorkspace w = VariantWorkspace.of(v, Crossovers.fallback(), spec);
             assertEquals(List.of(new VariantWorkspace.Region(v.layoutName(), 0, v.workspaceBytes(spec))), w.regions());
             assertEquals(v.workspaceBytes(spec), w.bytes());
-            assertEquals(v, w.choose(Long.MAX_VALUE));
+            assertEquals(v, w.choose(Long.MAX_VALUE, spec.maxRows(), spec.layout()));
         }
     }
 
@@ -145,9 +147,67 @@ class VariantTest {
         assertEquals(third, w.region(Variant.SIMPLE).offset());
         assertEquals(w.region(Variant.SIMPLE), w.region(Variant.UNFUSED));
         assertEquals(third + spec.bytes(), w.bytes());
-        assertEquals(Variant.LL128, w.choose(150));
-        assertEquals(Variant.UNFUSED, w.choose(300));
+        assertEquals(Variant.LL128, w.choose(150, 1, spec.layout()));
+        assertEquals(Variant.UNFUSED, w.choose(300, 1, spec.layout()));
         assertThrows(IllegalArgumentException.class,
                 () -> VariantWorkspace.of(Variant.AUTO, Crossovers.fallback(), spec).region(Variant.LL));
+    }
+
+    /**
+     * The edge case: auto's pick is ll, whose region holds fewer rows of a call whose head_dim is not the spec's; the
+     * call runs in the first of the crossovers' variants whose region holds it, and in ll where it fits.
+     */
+    @Test
+    void autoFallsBackToAVariantWhoseRegionHoldsTheCall() {
+        WorkspaceSpec spec = new WorkspaceSpec(4, 4, 4, 64, DType.BF16);
+        Crossovers c = new Crossovers(List.of(new Crossovers.Step(Variant.LL, 0),
+                new Crossovers.Step(Variant.SIMPLE, 1L << 40)), "t");
+        VariantWorkspace w = VariantWorkspace.of(Variant.AUTO, c, spec);
+        WorkspaceLayout wider = WorkspaceLayout.forWorkspace(spec.bytes(), 4, RowLayout.of(120, DType.BF16.bytes()));
+        int held = Variant.LL.rowsHeld(wider, w.region(Variant.LL).bytes());
+        assertTrue(held < wider.maxRows(), held + " of " + wider.maxRows());
+        assertEquals(Variant.SIMPLE, w.choose(1, held + 1, wider));
+        assertEquals(Variant.LL, w.choose(1, held, wider));
+        VariantWorkspace llOnly = VariantWorkspace.of(Variant.AUTO,
+                new Crossovers(List.of(new Crossovers.Step(Variant.LL, 0)), "t"), spec);
+        assertEquals(Variant.LL, llOnly.choose(1, held + 1, wider), "no region holds it: the pick, refused later");
+    }
+
+    private static VariantWorkspace.Region region(String layout, long offset, long bytes) {
+        return new VariantWorkspace.Region(layout, offset, bytes);
+    }
+
+    private static String refusal(Variant variant, Crossovers crossovers, VariantWorkspace.Region... regions) {
+        return assertThrows(IllegalArgumentException.class,
+                () -> new VariantWorkspace(variant, crossovers, List.of(regions))).getMessage();
+    }
+
+    /** Region lists that would let two layouts share bytes, or a call run where its layout has no region. */
+    @Test
+    void aVariantWorkspaceRefusesRegionsThatOverlapMisalignOrMissALayout() {
+        long bytes = 128 * (2 + new SplittableRandom().nextInt(100));
+        Crossovers two = new Crossovers(List.of(new Crossovers.Step(Variant.LL, 0),
+                new Crossovers.Step(Variant.LL128, 4096)), "t");
+        assertEquals("the ll128 region's offset must be a multiple of 128 from 0; got 64",
+                assertThrows(IllegalArgumentException.class, () -> region("ll128", 64, bytes)).getMessage());
+        assertEquals("the ll region must have at least 128 bytes; got 0",
+                assertThrows(IllegalArgumentException.class, () -> region("ll", 0, 0)).getMessage());
+        assertEquals("a region's layout must be ll128, ll or fenced; got 'simple'",
+                assertThrows(IllegalArgumentException.class, () -> region("simple", 0, bytes)).getMessage());
+        assertEquals("the first region must start at offset 0; got " + region("ll128", 128, bytes),
+                refusal(Variant.LL128, Crossovers.fallback(), region("ll128", 128, bytes)));
+        assertTrue(refusal(Variant.AUTO, two, region("ll", 0, bytes), region("ll128", bytes - 128, bytes))
+                .startsWith("regions must follow one another without overlapping;"));
+        assertTrue(refusal(Variant.AUTO, two, region("ll", 0, bytes), region("ll", bytes, bytes))
+                .startsWith("one region per layout; got two of ll"));
+        assertTrue(refusal(Variant.AUTO, two, region("ll", 0, bytes))
+                .startsWith("a workspace of auto needs a region of the ll128 layout, for ll128;"));
+        assertTrue(refusal(Variant.SIMPLE, Crossovers.fallback(), region("ll128", 0, bytes))
+                .startsWith("a workspace of simple needs a region of the fenced layout, for simple;"));
+        assertTrue(refusal(Variant.LL128, Crossovers.fallback(), region("ll128", 0, bytes), region("ll", bytes, bytes))
+                .startsWith("a workspace of ll128 has its one region;"));
+        VariantWorkspace fine = new VariantWorkspace(Variant.AUTO, two, List.of(region("ll", 0, bytes),
+                region("ll128", bytes, bytes)));
+        assertEquals(2 * bytes, fine.bytes());
     }
 }

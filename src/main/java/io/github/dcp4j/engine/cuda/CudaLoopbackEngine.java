@@ -5,6 +5,8 @@ import io.github.dcp4j.cuda.CudaStream;
 import io.github.dcp4j.engine.FirstFailure;
 import io.github.dcp4j.engine.LocalGroup;
 import io.github.dcp4j.engine.PeerTimeoutException;
+import io.github.dcp4j.layout.RowLayout;
+import io.github.dcp4j.layout.WorkspaceLayout;
 import io.github.dcp4j.op.Crossovers;
 import io.github.dcp4j.op.DType;
 import io.github.dcp4j.op.DeviceTensor;
@@ -54,6 +56,8 @@ public final class CudaLoopbackEngine implements LocalGroup {
     private final long contractBytes;
     /** The last eager call's arguments and its prepared launch (device tensors only: it holds no memory). */
     private EagerCall lastEager;
+    /** The region the last prepared call runs in (its variant's; the only one where the group has one). */
+    private volatile VariantWorkspace.Region lastRegion;
 
     private record EagerCall(List<? extends Tensor> partialO, List<? extends Tensor> partialLse,
                              List<? extends Tensor> out, LseMode mode, long stream, KernelCall call) {
@@ -69,6 +73,7 @@ public final class CudaLoopbackEngine implements LocalGroup {
         int cpSize = spec.cpSize();
         long workspaceBytes = variantWorkspace.bytes();
         this.variantWorkspace = variantWorkspace;
+        this.lastRegion = variantWorkspace.regions().getFirst();
         this.contractBytes = spec.bytes();
         this.device = device;
         this.binding = new StreamBinding(device);
@@ -76,21 +81,26 @@ public final class CudaLoopbackEngine implements LocalGroup {
         this.timeout = timeout;
         this.kernels = new Kernels(device);
         LoopbackWorkspaces allocated = null;
+        WorkspaceState created = null;
         try {
             allocated = LoopbackWorkspaces.allocate(device, cpSize, workspaceBytes);
-            this.state = new WorkspaceState("the CUDA workspace group", device);
+            created = new WorkspaceState("the CUDA workspace group", device);
+            this.ownStream = new CudaStream(device);
         } catch (RuntimeException e) {
+            if (created != null) {
+                created.free();
+            }
             if (allocated != null) {
                 allocated.close();
             }
             kernels.close();
             throw e;
         }
+        this.state = created;
         this.workspaces = allocated;
         for (int r = 0; r < cpSize; r++) {
             views.add(workspaces.rank(r));
         }
-        this.ownStream = new CudaStream(device);
     }
 
     /**
@@ -221,7 +231,8 @@ public final class CudaLoopbackEngine implements LocalGroup {
 
     @Override
     public Variant variantFor(int rows, int headDim, DType dtype) {
-        return variantWorkspace.choose(Crossovers.bytesPerRank(rows, cpSize(), headDim, dtype));
+        return variantWorkspace.choose(Crossovers.bytesPerRank(rows, cpSize(), headDim, dtype), rows,
+                WorkspaceLayout.forWorkspace(contractBytes, cpSize(), RowLayout.of(headDim, dtype.bytes())));
     }
 
     @Override
@@ -250,13 +261,14 @@ public final class CudaLoopbackEngine implements LocalGroup {
     }
 
     /**
-     * The device-side call counter of {@code rank} (metadata word 0).
+     * The device-side call counter of {@code rank} (metadata word 0): of the region the last prepared call runs in,
+     * where an auto group's calls run in several (each variant's region has its own counter).
      *
      * @param rank a rank of the group
-     * @return the counter its next call will use
+     * @return the counter its next call in that region will use
      */
     public int epoch(int rank) {
-        return OwnWorkspace.epoch(views.get(rank));
+        return OwnWorkspace.epoch(RegionView.of(views, variantWorkspace, lastRegion).get(rank));
     }
 
     /**
@@ -400,9 +412,13 @@ public final class CudaLoopbackEngine implements LocalGroup {
     /** A kernel call of the variant these calls run, on its region of each workspace. */
     private KernelCall newCall(List<ReduceCall> calls, List<PeerWorkspaces> launchedViews, CudaStream stream) {
         ReduceCall first = calls.getFirst();
-        Variant v = variantFor(first.rows(), first.row().headDim(), first.dtype());
+        Variant v = variantWorkspace.choose(Crossovers.bytesPerRank(first.rows(), cpSize(), first.headDim(),
+                first.dtype()), first.rows(), first.layout());
         List<PeerWorkspaces> region = RegionView.of(launchedViews, variantWorkspace, variantWorkspace.region(v));
-        return new KernelCall(kernels, calls, region, stream, kernels.coResidentBlocks(), timeout, state, v);
+        KernelCall call = new KernelCall(kernels, calls, region, stream, kernels.coResidentBlocks(), timeout, state,
+                v, allRegions());
+        lastRegion = variantWorkspace.region(v);
+        return call;
     }
 
     /** Every rank's view of every region of its workspace: where a timeout of any variant's call is recorded. */

@@ -101,15 +101,19 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
     static CudaRankEngine open(PeerWorkspaces view, Rendezvous rendezvous, Duration timeout, int ranksSharingGpu,
                                Runnable owned) {
         Objects.requireNonNull(view, "view");
+        // A region is at least a line; a smaller view is refused by the group's check, on every rank.
+        long bytes = Math.max(view.workspaceBytes(), Ll128.LINE_BYTES);
         VariantWorkspace whole = new VariantWorkspace(Variant.LL128, Crossovers.fallback(),
-                List.of(new VariantWorkspace.Region(Variant.LL128.layoutName(), 0, view.workspaceBytes())));
-        return open(view, rendezvous, timeout, ranksSharingGpu, owned, whole, view.workspaceBytes());
+                List.of(new VariantWorkspace.Region(Variant.LL128.layoutName(), 0, bytes)));
+        return open(view, rendezvous, timeout, ranksSharingGpu, owned, whole, bytes);
     }
 
     /**
      * As {@link #open(PeerWorkspaces, Rendezvous, Duration, int)}, running the variant of {@code variants} (op.Variant)
      * on workspaces of at least {@code variants.bytes()}, with calls validated against the contract's workspace size
-     * for the group's spec; collective (every rank claims the same variant).
+     * for the group's spec; collective (every rank claims the same variant, regions and contract size). The ll128 and
+     * fenced regions must hold the contract's workspace (an ll region holds what it holds: {@link
+     * Variant#rowsHeld}).
      *
      * @param view            this rank's view of every rank's workspace
      * @param rendezvous      the group's rendezvous, for the collective checks
@@ -132,9 +136,15 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
         String problem = null;
         try {
             PeerWorkspaces.requireValid(view);
+            VariantWorkspace.Region small = variants.regions().stream()
+                    .filter(r -> !r.layout().equals(Variant.LL.layoutName()) && r.bytes() < contractBytes)
+                    .findFirst().orElse(null);
             if (view.workspaceBytes() < variants.bytes()) {
                 problem = "its workspaces of " + view.workspaceBytes() + " bytes are smaller than the "
                         + variants.bytes() + " the " + variants.variant() + " variant needs";
+            } else if (small != null) {
+                problem = "its " + small + " is smaller than the contract's workspace of " + contractBytes
+                        + " bytes, which the " + small.layout() + " layout holds";
             } else if (view.rank() != rendezvous.rank() || view.cpSize() != rendezvous.worldSize()) {
                 problem = "its workspaces are rank " + view.rank() + " of " + view.cpSize() + " but it joined the"
                         + " rendezvous as rank " + rendezvous.rank() + " of " + rendezvous.worldSize();
@@ -144,8 +154,9 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
         }
         GroupCheck.agree(rendezvous, "engine-open", "opening the CUDA engine on " + view.provider() + " workspaces",
                 GroupCheck.Claim.of("protocol", Ll128.PROTOCOL_ID, "cp_size", view.cpSize(), "workspace_bytes",
-                        view.workspaceBytes(), "timeout", timeout, "variant", variants.variant().spelling(),
-                        "crossovers", variants.crossovers().steps().toString()).withProblem(problem));
+                        view.workspaceBytes(), "contract_bytes", contractBytes, "timeout", timeout, "variant",
+                        variants.variant().spelling(), "crossovers", variants.crossovers().steps().toString(),
+                        "regions", variants.regions().toString()).withProblem(problem));
         return new CudaRankEngine(view, rendezvous, timeout, ranksSharingGpu, owned, variants, contractBytes);
     }
 
@@ -183,6 +194,11 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
     /** This rank's view of each region of its workspace. */
     private List<PeerWorkspaces> regions() {
         return variants.regions().stream().flatMap(r -> RegionView.of(List.of(view), variants, r).stream()).toList();
+    }
+
+    /** This rank's view of {@code concrete}'s region of every workspace. */
+    private List<PeerWorkspaces> region(Variant concrete) {
+        return RegionView.of(List.of(view), variants, variants.region(concrete));
     }
 
     /** {@return the GPU this rank runs on} */
@@ -261,24 +277,26 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
                               LseMode mode, CudaStream stream) {
         state.requireOpen();
         ReduceCall call = null;
+        Variant v = null;
         String problem = null;
         try {
             call = ReduceCall.validate(partialO, partialLse, out, cpRank, cpSize, mode, shape());
             KernelCall.requireLocalChecks(view.device(), call);
             binding.requireAllowed(stream);
+            v = chosen(call);
+            KernelCall.requireFitsRegion(v, call, region(v).getFirst().workspaceBytes());
         } catch (IllegalArgumentException | IllegalStateException | NullPointerException e) {
             problem = "passed cp_rank " + cpRank + " / cp_size " + cpSize + ": " + e.getMessage();
         }
-        GroupCheck.Claim claim = call == null ? GroupCheck.Claim.of().withProblem(problem)
+        GroupCheck.Claim claim = problem != null ? GroupCheck.Claim.of().withProblem(problem)
                 : GroupCheck.Claim.of("cp_size", call.cpSize(), "rows", call.rows(), "heads", call.heads(),
                         "head_dim", call.headDim(), "dtype", call.dtype(), "lse_mode", call.mode().spelling(),
-                        "flag_blocks_per_rank", flagBlocks(call));
+                        "variant", v.spelling(), "flag_blocks_per_rank", flagBlocks(call, v));
         GroupCheck.agree(rendezvous, "call-check", "the call", claim.withProblem(state.poisonReason()));
         try {
-            Variant v = chosen(call);
-            List<PeerWorkspaces> region = RegionView.of(List.of(view), variants, variants.region(v));
+            List<PeerWorkspaces> region = region(v);
             KernelCall prepared = new KernelCall(kernels, List.of(call), region, stream, blockBudget, timeout, state,
-                    v);
+                    v, regions());
             lastRegion = region.getFirst();
             binding.bind(stream);
             return prepared;
@@ -291,7 +309,8 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
     }
 
     private Variant chosen(ReduceCall call) {
-        return variants.choose(Crossovers.bytesPerRank(call.rows(), call.cpSize(), call.headDim(), call.dtype()));
+        return variants.choose(Crossovers.bytesPerRank(call.rows(), call.cpSize(), call.headDim(), call.dtype()),
+                call.rows(), call.layout());
     }
 
     /**
@@ -300,11 +319,23 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
      * agree on: each derives it from its own block budget (its GPU, its MPS share, its grid-plan property). 0 for
      * the variants whose every line carries its flag.
      */
-    private int flagBlocks(ReduceCall call) {
-        Variant v = chosen(call);
+    private int flagBlocks(ReduceCall call, Variant v) {
         return v == Variant.SIMPLE || v == Variant.UNFUSED
                 ? GridPlan.forVariant(call.rows(), blockBudget, GridPlan.Tuning.fromSystemProperty()).blocksPerRank()
                 : 0;
+    }
+
+    /**
+     * One read of the engine's status word, after the caller has synchronised with the stream its calls ran on
+     * (eager or in graph replays): if a wait of any of its calls gave up, in any variant's region, the records are read
+     * and the first is raised, and the workspace stays poisoned until the collective {@link #reset()}.
+     *
+     * @throws io.github.dcp4j.engine.PeerTimeoutException naming the rank, source rank, row and line of the first wait
+     *         that gave up
+     */
+    public void checkStatus() {
+        state.requireOpen();
+        state.check(regions(), timeout);
     }
 
     /** Runs one collective call (checked on every rank, launched, waited for, outputs read). */

@@ -50,6 +50,8 @@ public final class KernelCall implements LocalGroup.PreparedCall {
     private final Kernels kernels;
     private final List<ReduceCall> calls;
     private final List<PeerWorkspaces> views;
+    /** Where a failure of any launch that shares the status word is recorded: every region of the ranks' workspaces. */
+    private final List<PeerWorkspaces> statusViews;
     private final CudaStream stream;
     private final Duration timeout;
     private final WorkspaceState state;
@@ -63,7 +65,7 @@ public final class KernelCall implements LocalGroup.PreparedCall {
     private final boolean earlyDependents;
     private final boolean streamInputs;
     private final Variant variant;
-    /** Rows per source and slot of the variant's region at this call's row (max_rows; {@link #regionRows}). */
+    /** Rows per source and slot of the variant's region at this call's row (max_rows; {@link Variant#rowsHeld}). */
     private final int regionRows;
     /** The launch parameter's rank capacity (KernelAbi.RANK_CAPACITIES) of this call's kernels. */
     private final int capacity;
@@ -88,15 +90,18 @@ public final class KernelCall implements LocalGroup.PreparedCall {
      */
     KernelCall(Kernels kernels, List<ReduceCall> calls, List<PeerWorkspaces> views, CudaStream stream,
                int blockBudget, Duration timeout, WorkspaceState state) {
-        this(kernels, calls, views, stream, blockBudget, timeout, state, Variant.LL128);
+        this(kernels, calls, views, stream, blockBudget, timeout, state, Variant.LL128, views);
     }
 
     /**
      * As above, for {@code variant}'s kernels; {@code views} see the variant's region of each workspace
-     * (op.VariantWorkspace) as the workspace.
+     * (op.VariantWorkspace) as the workspace, and {@code statusViews} every region of the workspaces whose launches
+     * share {@code state}'s status word (an auto group's calls of other variants write it too), read by {@link
+     * #checkStatus()}.
      */
     KernelCall(Kernels kernels, List<ReduceCall> calls, List<PeerWorkspaces> views, CudaStream stream,
-               int blockBudget, Duration timeout, WorkspaceState state, Variant variant) {
+               int blockBudget, Duration timeout, WorkspaceState state, Variant variant,
+               List<PeerWorkspaces> statusViews) {
         if (variant == Variant.AUTO) {
             throw new IllegalArgumentException("a kernel call runs the variant auto picked; got auto");
         }
@@ -105,6 +110,7 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         this.kernels = kernels;
         this.calls = List.copyOf(calls);
         this.views = List.copyOf(views);
+        this.statusViews = List.copyOf(statusViews);
         this.stream = stream;
         this.timeout = timeout;
         this.state = state;
@@ -123,13 +129,9 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         this.earlyDependents = 2 * grid <= blockBudget;
         this.checkedAtForgotten = CudaDevice.forgottenAllocations();  // read before the pointers are checked
         calls.forEach(c -> requireLocalChecks(kernels.device(), c));
-        this.regionRows = regionRows(variant, layout, this.views.getFirst().workspaceBytes());
-        if (first.rows() > regionRows) {
-            throw new IllegalArgumentException("a call of " + first.rows() + " rows at head_dim " + first.headDim()
-                    + " does not fit the " + variant + " region of " + this.views.getFirst().workspaceBytes()
-                    + " bytes, which holds " + regionRows + " rows at that head_dim (it was sized for the workspace"
-                    + " spec's head_dim); open the group with a spec of this head_dim");
-        }
+        long regionBytes = this.views.getFirst().workspaceBytes();
+        requireFitsRegion(variant, first, regionBytes);
+        this.regionRows = variant.rowsHeld(layout, regionBytes);
         try {
             this.args = launchArgs(capacity, first, layout);
         } catch (RuntimeException e) {
@@ -214,18 +216,23 @@ public final class KernelCall implements LocalGroup.PreparedCall {
     }
 
     /**
-     * The rows per source and slot the variant's region holds at the call's row ({@code layout}: the contract's
-     * layout for the call's head_dim), the launch parameter's {@code max_rows}. The contract layout's for ll128, and
-     * for simple and unfused, whose rows are never larger than the contract's; for ll, whose rows carry a flag per 4
-     * bytes, what fits its region, which was sized for the workspace spec's head_dim and may hold fewer rows of a
-     * call with another head_dim.
+     * Refuses a call whose rows the variant's region of {@code regionBytes} does not hold ({@link Variant#rowsHeld}),
+     * and any call, an empty one too, on a region that holds no row at its head_dim (the kernels' layout needs one):
+     * checked before a rank engine's group agrees on the call, so that it is refused on every rank.
+     *
+     * @param variant     the variant the call runs
+     * @param call        the validated call
+     * @param regionBytes the size of the variant's region of each workspace
+     * @throws IllegalArgumentException naming the rows, the region and what it holds
      */
-    static int regionRows(Variant variant, WorkspaceLayout layout, long regionBytes) {
-        if (variant != Variant.LL) {
-            return layout.maxRows();
+    static void requireFitsRegion(Variant variant, ReduceCall call, long regionBytes) {
+        int held = variant.rowsHeld(call.layout(), regionBytes);
+        if (held < Math.max(1, call.rows())) {
+            throw new IllegalArgumentException("a call of " + call.rows() + " rows at head_dim " + call.headDim()
+                    + " does not fit the " + variant + " region of " + regionBytes + " bytes, which holds " + held
+                    + " rows at that head_dim (it was sized for the workspace spec's head_dim); open the group with a"
+                    + " spec of this head_dim");
         }
-        long perRow = (long) Ll128.NUM_SLOTS * layout.cpSize() * LlLayout.rowBytes(layout.row());
-        return (int) Math.min(layout.maxRows(), Math.max(0, regionBytes - Ll128.PAYLOAD_OFFSET) / perRow);
     }
 
     /**
@@ -235,7 +242,10 @@ public final class KernelCall implements LocalGroup.PreparedCall {
      */
     static long[] regionSizes(Variant variant, WorkspaceLayout layout, int rows) {
         return switch (variant) {
-            case LL128 -> new long[] {layout.dataSlotBytes(), layout.lseRegionOffset(), layout.lseSlotBytes()};
+            case LL128 -> {
+                WorkspaceLayout ll128 = new WorkspaceLayout(layout.cpSize(), rows, layout.row());
+                yield new long[] {ll128.dataSlotBytes(), ll128.lseRegionOffset(), ll128.lseSlotBytes()};
+            }
             case LL -> {
                 LlLayout ll = new LlLayout(layout.cpSize(), rows, layout.row());
                 yield new long[] {ll.dataSlotBytes(), ll.lseRegionOffset(), ll.lseSlotBytes()};
@@ -430,7 +440,7 @@ public final class KernelCall implements LocalGroup.PreparedCall {
      * @throws PeerTimeoutException naming the rank, source rank, row and line of the first wait that gave up
      */
     public void checkStatus() {
-        state.check(views, timeout);
+        state.check(statusViews, timeout);
     }
 
     /** Copies the host outputs back (after a run, or after the stream has run the launches); device outputs are. */

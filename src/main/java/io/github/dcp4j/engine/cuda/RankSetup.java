@@ -157,14 +157,31 @@ public final class RankSetup implements AutoCloseable {
      * @return this rank's engine
      */
     public static CudaRankEngine openRank(WorkspaceSpec spec, Duration timeout, Consumer<String> log) {
+        return openRank(spec, Variant.LL128, timeout, log);
+    }
+
+    /**
+     * As {@link #openRank(WorkspaceSpec, Duration, Consumer)}, every rank running {@code variant}'s protocol (the same
+     * on every rank, checked), on workspaces of that variant's size ({@link #variantWorkspace}).
+     *
+     * @param spec    the largest call the group will make, the same on every rank
+     * @param variant the protocol variant
+     * @param timeout the kernel's wait for a peer's line
+     * @param log     receives the line describing this rank
+     * @return this rank's engine
+     */
+    public static CudaRankEngine openRank(WorkspaceSpec spec, Variant variant, Duration timeout,
+                                          Consumer<String> log) {
         Objects.requireNonNull(spec, "spec");
+        Objects.requireNonNull(variant, "variant");
         RankSetup setup = fromEnvironment(timeout, log);
         IpcWorkspaces workspaces = null;
         try {
-            workspaces = setup.openWorkspaces(spec.bytes());
+            VariantWorkspace variants = setup.variantWorkspace(variant, spec);
+            workspaces = setup.openWorkspaces(variants.bytes());
             IpcWorkspaces opened = workspaces;
             return CudaRankEngine.open(workspaces, setup.rendezvous, timeout, setup.ranksSharingGpu,
-                    () -> FirstFailure.runAll(opened::close, setup::close));
+                    () -> FirstFailure.runAll(opened::close, setup::close), variants, spec.bytes());
         } catch (RuntimeException e) {
             if (workspaces != null) {
                 workspaces.close();

@@ -290,6 +290,55 @@ class VariantsGpuTest {
         }
     }
 
+    /**
+     * The edge case: an auto group's calls of two variants share one status word; a timeout recorded in simple's
+     * region is reported by a call that runs in ll128's, and by the group.
+     */
+    @Test
+    void autoReportsATimeoutOfOneRegionToACallOfAnother() {
+        int cp = 4;
+        int heads = 4;
+        int headDim = 64;  // 2 KiB per rank and token: ll128 at 2 tokens, simple at 32
+        WorkspaceSpec spec = new WorkspaceSpec(32, heads, cp, headDim, DType.BF16);
+        int[] without3 = {0, 1, 2};
+        try (Arena arena = Arena.ofShared(); CudaLoopbackEngine gpu = open(Variant.AUTO, spec, Duration.ofMillis(500));
+             CudaStream stream = new CudaStream(device)) {
+            SplittableRandom random = new SplittableRandom();
+            Tensors.Group small = Tensors.packed(arena, random, 2, heads, cp, headDim, DType.BF16, 3.0);
+            Tensors.Group large = Tensors.packed(arena, random, 32, heads, cp, headDim, DType.BF16, 3.0);
+            List<TensorView> out = Tensors.outputs(arena, large);
+            List<ReduceCall> calls = new ArrayList<>();
+            for (int r = 0; r < cp; r++) {
+                calls.add(ReduceCall.validate(large.partialO().get(r), large.partialLse().get(r), out.get(r), r, cp,
+                        LseMode.BASE2, new WorkspaceShape(cp, r, spec.bytes())));
+            }
+            try (KernelCall ll128 = gpu.prepare(small.partialO(), small.partialLse(), Tensors.outputs(arena, small),
+                    LseMode.BASE2, stream);
+                 KernelCall simple = gpu.prepareRanks(calls, without3, stream)) {
+                assertEquals(Variant.LL128, ll128.variant());
+                assertEquals(Variant.SIMPLE, simple.variant());
+                simple.launch();
+                stream.synchronize();
+                PeerTimeoutException e = assertThrows(PeerTimeoutException.class, ll128::checkStatus);
+                assertEquals(3, e.sourceRank(), e.getMessage());
+                assertThrows(PeerTimeoutException.class, gpu::checkStatus);
+            }
+            gpu.reset();
+            List<TensorView> after = Tensors.outputs(arena, small);
+            try (KernelCall call = gpu.prepare(small.partialO(), small.partialLse(), after, LseMode.BASE2, stream)) {
+                call.run();
+                call.readOutputs();
+            }
+            try (CpuEngine cpu = CpuEngine.open(spec)) {
+                List<TensorView> expected = cpu.reduceAll(small.partialO(), small.partialLse(), LseMode.BASE2);
+                for (int r = 0; r < cp; r++) {
+                    assertArrayEquals(Tensors.bits(expected.get(r)), Tensors.bits(after.get(r)),
+                            "after the reset, rank " + r + "'s output is the CPU engine's bit for bit");
+                }
+            }
+        }
+    }
+
     /** Between calls every flag of ll's lines and of simple's and unfused's chunks is zero: readers consumed them. */
     @ParameterizedTest
     @EnumSource(value = Variant.class, names = {"LL", "SIMPLE", "UNFUSED"})
