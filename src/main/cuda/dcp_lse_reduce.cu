@@ -571,7 +571,7 @@ __device__ void dcp_lse_reduce(const LaunchArgs<N>& a) {
     __syncthreads();
     const uint64_t ticket = sh.ticket;
     const uint32_t epoch = (uint32_t)ticket;
-    const CallFlags f = call_flags(epoch);
+    const CallFlags f = call_flags(epoch, a.slot_mask);
     if (warp < kSendWarps) {
         ptx::lower_registers<kSendRegisters>();
         sender.run(f);  // a poisoned rank still sends: its peers' workspaces are sound
@@ -712,7 +712,7 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
     __syncthreads();
     const uint64_t ticket = sh.ticket;
     const uint32_t epoch = (uint32_t)ticket;
-    const CallFlags f = call_flags(epoch);
+    const CallFlags f = call_flags(epoch, a.slot_mask);
     const bool poisoned = ticket_poisoned(ticket);  // the workspace may hold a failed call's lines: nothing is read
     if (poisoned && threadIdx.x == 0) {
         *reinterpret_cast<volatile unsigned int*>(a.status) = kStatusFailed;

@@ -112,9 +112,13 @@ __device__ __forceinline__ bool is_data_flag(uint64_t word, const CallFlags& f) 
     return (uint32_t)(word >> 32) == (uint32_t)(kFlagTag >> 32) && (uint32_t)word == (uint32_t)f.data;
 }
 
-__device__ __forceinline__ CallFlags call_flags(uint32_t epoch) {
+// The call's slot is its epoch AND `slot_mask` (the launch parameter's field): 1 where the group's ranks run in
+// several launches, one of which may be a call ahead of another (the two slots keep calls apart); 0 where every rank
+// of the group is in this launch, so that nothing of a call runs after its launch and one slot's lines stay in L2
+// from call to call.
+__device__ __forceinline__ CallFlags call_flags(uint32_t epoch, long long slot_mask) {
     const uint32_t lse = epoch + 1u;
-    return {kFlagTag | (uint64_t)(uint32_t)(epoch + 1u), lse == 0u ? 1u : lse, (int)(epoch & 1u)};
+    return {kFlagTag | (uint64_t)(uint32_t)(epoch + 1u), lse == 0u ? 1u : lse, (int)(epoch & (uint32_t)slot_mask)};
 }
 
 // The ticket every block of a rank takes at entry: returns {epoch, arrivals} as they were. The last block of the call

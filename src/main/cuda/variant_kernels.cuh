@@ -74,7 +74,7 @@ __device__ void ll_reduce(const LaunchArgs<N>& a) {
     load_sends(sends, 0);  // in flight while the ticket is
     const uint64_t ticket = variant_ticket(sh, b.ws, b.blocks, start_ns, a.timeout_ns);
     const uint32_t epoch = (uint32_t)ticket;
-    const CallFlags f = call_flags(epoch);
+    const CallFlags f = call_flags(epoch, a.slot_mask);
     bool gave_up = ticket_poisoned(ticket);  // the workspace may hold a failed call's lines: nothing is read
     if (gave_up && threadIdx.x == 0) {
         *reinterpret_cast<volatile unsigned int*>(a.status) = kStatusFailed;
@@ -421,7 +421,7 @@ __device__ void simple_reduce(const LaunchArgs<N>& a) {
     load_sends(sends, 0);  // in flight while the ticket is
     const uint64_t ticket = variant_ticket(sh, b.ws, b.blocks, start_ns, a.timeout_ns);
     const uint32_t epoch = (uint32_t)ticket;
-    const CallFlags f = call_flags(epoch);
+    const CallFlags f = call_flags(epoch, a.slot_mask);
     const bool poisoned = ticket_poisoned(ticket);
     if (poisoned && threadIdx.x == 0) {
         *reinterpret_cast<volatile unsigned int*>(a.status) = kStatusFailed;
@@ -442,7 +442,7 @@ __device__ void unfused_copy(const LaunchArgs<N>& a) {
     if (ticket_poisoned(ticket) && threadIdx.x == 0) {
         *reinterpret_cast<volatile unsigned int*>(a.status) = kStatusFailed;
     }
-    fenced_send(sends, call_flags((uint32_t)ticket));
+    fenced_send(sends, call_flags((uint32_t)ticket, a.slot_mask));
 }
 
 // unfused, kernel 2: after kernel 1 on the stream, so the epoch word holds this call's epoch + 1.
@@ -458,7 +458,7 @@ __device__ void unfused_merge(const LaunchArgs<N>& a) {
     }
     __syncthreads();
     const uint32_t epoch = (uint32_t)sh.ticket - 1u;
-    fenced_receive<N, T, kBaseE>(b, sh, call_flags(epoch), epoch, ticket_poisoned(sh.ticket), true);
+    fenced_receive<N, T, kBaseE>(b, sh, call_flags(epoch, a.slot_mask), epoch, ticket_poisoned(sh.ticket), true);
 }
 
 }  // namespace dcp4j

@@ -53,7 +53,8 @@ public final class KernelAbi {
      * rank, receive tile rows, the send window in tiles, whether receivers load every line again once they have seen
      * all its batch's flags, as NCCL's LL128 receiver does, whether the senders' input copies are marked first to
      * leave L2, for inputs larger than L2), whether the next launch may start early (programmatic
-     * dependent launch) and whether every row start is 16-byte aligned (16-byte input copies and output stores).
+     * dependent launch), whether every row start is 16-byte aligned (16-byte input copies and output stores) and
+     * the slot mask (a call's slot is its epoch AND the mask: 1, the slots alternate; 0, every call takes slot 0).
      * A {@code *_magic} field lets the kernel divide by heads, line groups and cp - 1 with a multiply-high: the
      * multiplier in the low 32 bits, the shift in the high ones ({@link #divisorMagic}).
      */
@@ -80,7 +81,8 @@ public final class KernelAbi {
             new Field("long long", "send_window"),
             new Field("long long", "reload_lines"),
             new Field("long long", "stream_inputs"),
-            new Field("long long", "vector16"));
+            new Field("long long", "vector16"),
+            new Field("long long", "slot_mask"));
 
     /** The kernels are built for launches of at most this many ranks; a launch picks the smallest that fits. */
     public static final List<Integer> RANK_CAPACITIES = List.of(8, Ll128.MAX_RANKS);

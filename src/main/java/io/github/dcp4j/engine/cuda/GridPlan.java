@@ -51,6 +51,18 @@ record GridPlan(boolean rowKernel, int blocksPerRank, int tileRows, int sendWind
     }
 
     /**
+     * The launch parameter's slot mask (a call's slot is its epoch AND the mask): 1, the slots alternate, where the
+     * group's ranks run in several launches, since one launch may then be a call ahead of another and write the next
+     * call's lines while a peer still reads this call's; 0, every call takes slot 0, where all {@code cp} ranks are in
+     * this launch, since nothing of a call then runs after its launch ends (the next call's blocks wait for it before
+     * they read or write anything), and one slot keeps the lines of consecutive calls in the same L2 lines instead of
+     * evicting the other slot's (docs/PERFORMANCE.md). {@code tuning.slots()} may force two.
+     */
+    static int slotMask(int ranksInLaunch, int cp, Tuning tuning) {
+        return ranksInLaunch == cp && tuning.slots() != Ll128.NUM_SLOTS ? 0 : 1;
+    }
+
+    /**
      * The default send window. Lines written more than this far ahead of their reader would leave L2 before they are
      * read at large batches (docs/PERFORMANCE.md).
      */
@@ -65,16 +77,19 @@ record GridPlan(boolean rowKernel, int blocksPerRank, int tileRows, int sendWind
 
     /**
      * Overrides for kernel experiments (docs/CUDA.md), from
-     * {@code -Ddcp4j.gridPlan=window=W,tileRows=T,maxBlocks=B,reload=0|1,stream=0|1,row=N,step=S} (stream: -1, the
-     * default, decides by size; row: the most rows per block the row kernel takes, 0 for never; by default no bound,
-     * since the row kernel is faster than the tiled one (measured) at every batch of the layer shape, up to 63 rows
-     * per block, docs/PERFORMANCE.md; step: the rows a row kernel block takes at once, 1..{@link Ll128#MAX_TILE_ROWS},
-     * at most what fits; 0, the default, takes {@link #DEFAULT_STEP_ROWS} where a block has several rows, else 1).
+     * {@code -Ddcp4j.gridPlan=window=W,tileRows=T,maxBlocks=B,reload=0|1,stream=0|1,row=N,step=S,slots=2} (stream:
+     * -1, the default, decides by size; row: the most rows per block the row kernel takes, 0 for never; by default no
+     * bound, since the row kernel is faster than the tiled one (measured) at every batch of the layer shape, up to 63
+     * rows per block, docs/PERFORMANCE.md; step: the rows a row kernel block takes at once, 1..{@link
+     * Ll128#MAX_TILE_ROWS}, at most what fits; 0, the default, takes {@link #DEFAULT_STEP_ROWS} where a block has
+     * several rows, else 1; slots=2: calls alternate the two workspace slots also where every rank is in one launch,
+     * to measure what one slot saves; by default (0) {@link #slotMask} decides by launch, and one slot is never forced,
+     * since across launches it would let one launch overwrite lines a peer has not read yet).
      */
     record Tuning(int sendWindow, int maxTileRows, int maxBlocks, boolean reloadLines, int streamInputs,
-                  int rowKernelRows, int stepRows) {
+                  int rowKernelRows, int stepRows, int slots) {
         static final Tuning DEFAULT = new Tuning(DEFAULT_SEND_WINDOW, Ll128.MAX_TILE_ROWS, Integer.MAX_VALUE, true,
-                -1, Integer.MAX_VALUE, 0);
+                -1, Integer.MAX_VALUE, 0, 0);
         static final String PROPERTY = "dcp4j.gridPlan";
 
         /** The tuning the property names, or the default; a malformed value is refused with what it got. */
@@ -91,6 +106,7 @@ record GridPlan(boolean rowKernel, int blocksPerRank, int tileRows, int sendWind
             int stream = DEFAULT.streamInputs;
             int row = DEFAULT.rowKernelRows;
             int step = DEFAULT.stepRows;
+            int slots = DEFAULT.slots;
             for (String part : spec.split(",")) {
                 String[] kv = part.split("=", 2);
                 int value;
@@ -108,12 +124,13 @@ record GridPlan(boolean rowKernel, int blocksPerRank, int tileRows, int sendWind
                     case "stream" -> stream = require(key, value, 0, 1, spec);
                     case "row" -> row = require(key, value, 0, Integer.MAX_VALUE, spec);
                     case "step" -> step = require(key, value, 0, Ll128.MAX_TILE_ROWS, spec);
+                    case "slots" -> slots = require(key, value, Ll128.NUM_SLOTS, Ll128.NUM_SLOTS, spec);
                     default -> throw new IllegalArgumentException(PROPERTY + " takes window=N, tileRows=N,"
-                            + " maxBlocks=N, reload=0|1, stream=0|1, row=N and step=N, comma-separated; got '" + spec
-                            + "'");
+                            + " maxBlocks=N, reload=0|1, stream=0|1, row=N, step=N and slots=2, comma-separated;"
+                            + " got '" + spec + "'");
                 }
             }
-            return new Tuning(window, tileRows, blocks, reload, stream, row, step);
+            return new Tuning(window, tileRows, blocks, reload, stream, row, step, slots);
         }
 
         private static int require(String key, int value, int least, int most, String spec) {

@@ -64,6 +64,7 @@ public final class KernelCall implements LocalGroup.PreparedCall {
     private final GridPlan plan;
     private final boolean earlyDependents;
     private final boolean streamInputs;
+    private final int slotMask;
     private final Variant variant;
     /** Rows per source and slot of the variant's region at this call's row (max_rows; {@link Variant#rowsHeld}). */
     private final int regionRows;
@@ -123,6 +124,7 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         long inputBytes = (long) calls.size() * first.rows() * first.cpSize() * first.row().dataBytes();
         this.streamInputs = GridPlan.streamInputs(inputBytes, kernels.device().l2Bytes(), tuning);
         this.grid = plan.blocksPerRank() * calls.size();
+        this.slotMask = GridPlan.slotMask(calls.size(), first.cpSize(), tuning);
         // The next call's blocks may start early only where they fit beside this call's within the budget: the
         // budget is this launch's share of the GPU, so early blocks of every launch sharing the GPU never take the
         // slots a launch that has not started yet needs (its peers would wait for it until their timeouts).
@@ -212,6 +214,7 @@ public final class KernelCall implements LocalGroup.PreparedCall {
                     calls.get(i));
         }
         put(b, 0, f, "vector16", vector16 ? 1 : 0);
+        put(b, 0, f, "slot_mask", slotMask);
         return b.array();
     }
 

@@ -125,10 +125,23 @@ class GridPlanTest {
         assertEquals(1, GridPlan.of(4096, CP, LINES, 0, TILED).blocksPerRank());
     }
 
+    /**
+     * One slot only where every rank of the group is in the launch (nothing of a call outlives its launch); two where
+     * the ranks are spread over launches, which may be a call apart; the tuning forces two, never one.
+     */
+    @Test
+    void oneSlotOnlyWhereTheWholeGroupIsOneLaunch() {
+        assertEquals(0, GridPlan.slotMask(CP, CP, DEFAULT));
+        assertEquals(1, GridPlan.slotMask(1, CP, DEFAULT));
+        assertEquals(1, GridPlan.slotMask(CP - 1, CP, DEFAULT));
+        assertEquals(1, GridPlan.slotMask(CP, CP, GridPlan.Tuning.parse("slots=2")));
+        assertThrows(IllegalArgumentException.class, () -> GridPlan.Tuning.parse("slots=1"));
+    }
+
     @Test
     void tuningOverridesParseAndBadValuesAreRefusedNamingThem() {
-        assertEquals(new GridPlan.Tuning(0, 2, 40, true, 1, 0, 3),
-                GridPlan.Tuning.parse("window=0, tileRows=2,maxBlocks=40,reload=1,stream=1,row=0,step=3"));
+        assertEquals(new GridPlan.Tuning(0, 2, 40, true, 1, 0, 3, 2),
+                GridPlan.Tuning.parse("window=0, tileRows=2,maxBlocks=40,reload=1,stream=1,row=0,step=3,slots=2"));
         assertEquals(new GridPlan(false, 40, 2, 0, false), GridPlan.of(4096, CP, LINES, 66,
                 GridPlan.Tuning.parse("window=0,tileRows=2,maxBlocks=40,reload=0,row=0")));
         assertEquals(new GridPlan(true, 40, GridPlan.DEFAULT_STEP_ROWS, GridPlan.DEFAULT_SEND_WINDOW, true),
@@ -138,6 +151,7 @@ class GridPlanTest {
         assertTrue(e.getMessage().contains("window") && e.getMessage().contains(GridPlan.Tuning.PROPERTY),
                 e.getMessage());
         assertThrows(IllegalArgumentException.class, () -> GridPlan.Tuning.parse("tiles=2"));
+        assertThrows(IllegalArgumentException.class, () -> GridPlan.Tuning.parse("slots=3"));
         assertThrows(IllegalArgumentException.class, () -> GridPlan.Tuning.parse("maxBlocks=x"));
         assertThrows(IllegalArgumentException.class, () -> GridPlan.Tuning.parse("reload=2"));
         assertThrows(IllegalArgumentException.class, () -> GridPlan.Tuning.parse("tileRows=5"));
