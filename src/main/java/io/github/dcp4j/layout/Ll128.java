@@ -155,7 +155,9 @@ public final class Ll128 {
     public static final int MAX_TILE_ROWS = 4;
 
     /**
-     * The slot a call with this epoch uses.
+     * The slot a call with this epoch uses where calls alternate the two slots: on the CPU engine, and on the GPU
+     * where a group's ranks are in several launches (a launch that holds the whole group takes slot 0 for every call,
+     * {@code engine.cuda.GridPlan.slotMask}; docs/PROTOCOL.md, "Why one slot suffices in one launch").
      *
      * @param epoch the call's counter
      * @return 0 or 1

@@ -56,10 +56,10 @@ record GridPlan(boolean rowKernel, int blocksPerRank, int tileRows, int sendWind
      * call's lines while a peer still reads this call's; 0, every call takes slot 0, where all {@code cp} ranks are in
      * this launch, since nothing of a call then runs after its launch ends (the next call's blocks wait for it before
      * they read or write anything), and one slot keeps the lines of consecutive calls in the same L2 lines instead of
-     * evicting the other slot's (docs/PERFORMANCE.md). {@code tuning.slots()} may force two.
+     * evicting the other slot's (docs/PERFORMANCE.md). {@code tuning.twoSlots()} forces two.
      */
     static int slotMask(int ranksInLaunch, int cp, Tuning tuning) {
-        return ranksInLaunch == cp && tuning.slots() != Ll128.NUM_SLOTS ? 0 : 1;
+        return ranksInLaunch == cp && !tuning.twoSlots() ? 0 : 1;
     }
 
     /**
@@ -83,13 +83,13 @@ record GridPlan(boolean rowKernel, int blocksPerRank, int tileRows, int sendWind
      * rows per block, docs/PERFORMANCE.md; step: the rows a row kernel block takes at once, 1..{@link
      * Ll128#MAX_TILE_ROWS}, at most what fits; 0, the default, takes {@link #DEFAULT_STEP_ROWS} where a block has
      * several rows, else 1; slots=2: calls alternate the two workspace slots also where every rank is in one launch,
-     * to measure what one slot saves; by default (0) {@link #slotMask} decides by launch, and one slot is never forced,
+     * to measure what one slot saves; by default {@link #slotMask} decides by launch, and one slot is never forced,
      * since across launches it would let one launch overwrite lines a peer has not read yet).
      */
     record Tuning(int sendWindow, int maxTileRows, int maxBlocks, boolean reloadLines, int streamInputs,
-                  int rowKernelRows, int stepRows, int slots) {
+                  int rowKernelRows, int stepRows, boolean twoSlots) {
         static final Tuning DEFAULT = new Tuning(DEFAULT_SEND_WINDOW, Ll128.MAX_TILE_ROWS, Integer.MAX_VALUE, true,
-                -1, Integer.MAX_VALUE, 0, 0);
+                -1, Integer.MAX_VALUE, 0, false);
         static final String PROPERTY = "dcp4j.gridPlan";
 
         /** The tuning the property names, or the default; a malformed value is refused with what it got. */
@@ -106,7 +106,7 @@ record GridPlan(boolean rowKernel, int blocksPerRank, int tileRows, int sendWind
             int stream = DEFAULT.streamInputs;
             int row = DEFAULT.rowKernelRows;
             int step = DEFAULT.stepRows;
-            int slots = DEFAULT.slots;
+            boolean twoSlots = DEFAULT.twoSlots;
             for (String part : spec.split(",")) {
                 String[] kv = part.split("=", 2);
                 int value;
@@ -124,13 +124,13 @@ record GridPlan(boolean rowKernel, int blocksPerRank, int tileRows, int sendWind
                     case "stream" -> stream = require(key, value, 0, 1, spec);
                     case "row" -> row = require(key, value, 0, Integer.MAX_VALUE, spec);
                     case "step" -> step = require(key, value, 0, Ll128.MAX_TILE_ROWS, spec);
-                    case "slots" -> slots = require(key, value, Ll128.NUM_SLOTS, Ll128.NUM_SLOTS, spec);
+                    case "slots" -> twoSlots = require(key, value, Ll128.NUM_SLOTS, Ll128.NUM_SLOTS, spec) > 0;
                     default -> throw new IllegalArgumentException(PROPERTY + " takes window=N, tileRows=N,"
                             + " maxBlocks=N, reload=0|1, stream=0|1, row=N, step=N and slots=2, comma-separated;"
                             + " got '" + spec + "'");
                 }
             }
-            return new Tuning(window, tileRows, blocks, reload, stream, row, step, slots);
+            return new Tuning(window, tileRows, blocks, reload, stream, row, step, twoSlots);
         }
 
         private static int require(String key, int value, int least, int most, String spec) {

@@ -140,7 +140,7 @@ class GridPlanTest {
 
     @Test
     void tuningOverridesParseAndBadValuesAreRefusedNamingThem() {
-        assertEquals(new GridPlan.Tuning(0, 2, 40, true, 1, 0, 3, 2),
+        assertEquals(new GridPlan.Tuning(0, 2, 40, true, 1, 0, 3, true),
                 GridPlan.Tuning.parse("window=0, tileRows=2,maxBlocks=40,reload=1,stream=1,row=0,step=3,slots=2"));
         assertEquals(new GridPlan(false, 40, 2, 0, false), GridPlan.of(4096, CP, LINES, 66,
                 GridPlan.Tuning.parse("window=0,tileRows=2,maxBlocks=40,reload=0,row=0")));
