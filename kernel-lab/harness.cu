@@ -199,6 +199,7 @@ int main(int argc, char** argv) {
             a.reload_lines = 1;
             a.stream_inputs = 0;
             a.vector16 = 1;
+            a.flag_key = (long long)0x9E3779B97F4A7C15ULL;  // any key with bit 63 set (Ll128.flagKey)
             for (int r = 0; r < CP; ++r) {
                 a.workspaces[r] = (unsigned char*)dws[r];
                 RankArgs& ra = a.ranks[r];

@@ -56,6 +56,13 @@ __device__ __forceinline__ void st_volatile_clear_flag(void* flag_addr) {
     asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(flag_addr), "l"(0ull) : "memory");
 }
 
+// Drops a consumed 128-byte line (128-byte aligned) from L2 without writing it back to DRAM; its memory is
+// indeterminate until the next write. The next writer of this line is ordered after this rank's next send, which this
+// instruction precedes in program order, as for a store.
+__device__ __forceinline__ void discard_line(const void* line) {
+    asm volatile("discard.global.L2 [%0], 128;" ::"l"(line) : "memory");
+}
+
 // Zeroes a consumed LSE line (all 16 bytes).
 __device__ __forceinline__ void st_volatile_clear_lse_line(void* addr) {
     asm volatile("st.volatile.global.v4.u32 [%1], {%0, %0, %0, %0};" ::"r"(0u), "l"(addr) : "memory");

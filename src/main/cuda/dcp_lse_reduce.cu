@@ -366,7 +366,7 @@ struct Receiver {
                 for (int k = 0; k < kSourceBatch; ++k) {
                     // every lane reads its own line's flag word (lane part 7's second word)
                     const uint64_t flag = batch[(k * kWarpSize + (b.lane | kFlagPart)) * 2 + 1];
-                    if ((remote & (1u << k)) && !is_data_flag(flag, f)) {
+                    if ((remote & (1u << k)) && flag != f.data) {
                         pending |= 1u << k;
                     }
                 }
@@ -570,8 +570,7 @@ __device__ void dcp_lse_reduce(const LaunchArgs<N>& a) {
     }
     __syncthreads();
     const uint64_t ticket = sh.ticket;
-    const uint32_t epoch = (uint32_t)ticket;
-    const CallFlags f = call_flags(epoch, a.slot_mask);
+    const CallFlags f = ll128_call_flags(ticket, a.flag_key, a.slot_mask);
     if (warp < kSendWarps) {
         ptx::lower_registers<kSendRegisters>();
         sender.run(f);  // a poisoned rank still sends: its peers' workspaces are sound
@@ -598,9 +597,11 @@ __device__ void dcp_lse_reduce(const LaunchArgs<N>& a) {
 // lines in chunks of 12, each lane's words in registers, the first preloaded for the next send; one warp-wide store
 // of 4 lines per set, then the step's LSE lines), and then waits for source p's lines of the step (polled by their
 // flag parts, every missing one in each round), copies them again once every flag is there (docs/PROTOCOL.md),
-// clears the flags and leaves the line parts in shared memory (its own rank's from partial_o). One warp polls the
-// step's LSE lines and computes its weights. After a barrier the block merges the step's rows in source order, one
-// pair of elements per thread. Same workspace layout, flags, bounded waits and NaN rows as the kernel above. Every
+// discards the lines from L2 and leaves their parts in shared memory (its own rank's from partial_o). One warp polls
+// the step's LSE lines and computes its weights. After a barrier the block merges the step's rows in source order,
+// one pair of elements per thread. Same workspace layout, flags, bounded waits and NaN rows as the kernel above (which
+// zeroes the data flags it consumes; with keyed flags either is safe, and discarding is what keeps consumed lines
+// from being written back to DRAM at large batch, docs/PERFORMANCE.md). Every
 // block of every rank takes its steps in the same order and sends never wait, so with every block resident
 // (KernelCall) each step's lines are sent before anyone waits for the next step's.
 
@@ -712,7 +713,7 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
     __syncthreads();
     const uint64_t ticket = sh.ticket;
     const uint32_t epoch = (uint32_t)ticket;
-    const CallFlags f = call_flags(epoch, a.slot_mask);
+    const CallFlags f = ll128_call_flags(ticket, a.flag_key, a.slot_mask);
     const bool poisoned = ticket_poisoned(ticket);  // the workspace may hold a failed call's lines: nothing is read
     if (poisoned && threadIdx.x == 0) {
         *reinterpret_cast<volatile unsigned int*>(a.status) = kStatusFailed;
@@ -806,7 +807,7 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
 #pragma unroll 1
                 for (unsigned m = pending; m != 0u; m &= m - 1u) {
                     const int k = __ffs(m) - 1;
-                    if (is_data_flag(staged[(lane + k * kWarpSize) * kLanesPerLine + kFlagPart].y, f)) {
+                    if (staged[(lane + k * kWarpSize) * kLanesPerLine + kFlagPart].y == f.data) {
                         pending &= ~(1u << k);
                     }
                 }
@@ -824,8 +825,10 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
                 }
             }
             // Every flag is there: the lines once more, all at once (each word merged was read after its flag was
-            // seen), then the flags cleared, lane l those of the lines it watched. The reload writes the flag parts
-            // the poll's lanes read: they have read them before it starts.
+            // seen), then the lines discarded from L2, lane l those it watched, so that no consumed line is ever
+            // written back to DRAM (their memory is indeterminate after that; the keyed flags are why nothing left
+            // there can match a later call, docs/PROTOCOL.md). The reload writes the flag parts the poll's lanes
+            // read: they have read them before it starts.
             __syncwarp();
 #pragma unroll 1
             for (int L = sub; L < s.lines; L += kLinesPerGroup) {
@@ -836,7 +839,7 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
             __syncwarp();
 #pragma unroll 1
             for (int L = lane; L < s.lines; L += kWarpSize) {
-                ptx::st_volatile_clear_flag(const_cast<unsigned char*>(source) + (L + 1) * kLineBytes - kWordBytes);
+                ptx::discard_line(source + L * kLineBytes);
             }
         }
         return true;

@@ -102,37 +102,44 @@ __device__ __forceinline__ int quotient(int n, long long d, long long magic) {
 // ---- the call: epoch, flags, slot -----------------------------------------------------------------------------
 
 struct CallFlags {
-    uint64_t data;  // every data line's flag word
+    uint64_t data;  // every data line's flag word (LL128 kernels; 0 in the variants', which have no data lines)
     uint32_t lse;   // both flag words of every LSE line
     int slot;
 };
 
-// Whether a data line's flag word is the call's (the tag half is a constant, so only the epoch half takes a register).
-__device__ __forceinline__ bool is_data_flag(uint64_t word, const CallFlags& f) {
-    return (uint32_t)(word >> 32) == (uint32_t)(kFlagTag >> 32) && (uint32_t)word == (uint32_t)f.data;
-}
-
-// The call's slot is its epoch AND `slot_mask` (the launch parameter's field): 1 where the group's ranks run in
-// several launches, one of which may be a call ahead of another (the two slots keep calls apart); 0 where every rank
-// of the group is in this launch, so that nothing of a call runs after its launch and one slot's lines stay in L2
-// from call to call.
+// The call's LSE flag and slot. The call's slot is its epoch AND `slot_mask` (the launch parameter's field): 1 where
+// the group's ranks run in several launches, one of which may be a call ahead of another (the two slots keep calls
+// apart); 0 where every rank of the group is in this launch, so that nothing of a call runs after its launch and one
+// slot's lines stay in L2 from call to call.
 __device__ __forceinline__ CallFlags call_flags(uint32_t epoch, long long slot_mask) {
     const uint32_t lse = epoch + 1u;
-    return {kFlagTag | (uint64_t)(uint32_t)(epoch + 1u), lse == 0u ? 1u : lse, (int)(epoch & (uint32_t)slot_mask)};
+    return {0ull, lse == 0u ? 1u : lse, (int)(epoch & (uint32_t)slot_mask)};
+}
+
+// The LL128 kernels' flags of the call that took `ticket`: the data flag is Ll128.keyedDataFlag, the group's key
+// XOR (era << 32 | epoch), since their receivers discard consumed lines rather than zero their flags
+// (docs/PROTOCOL.md, "Why a stale line can never look ready").
+__device__ __forceinline__ CallFlags ll128_call_flags(uint64_t ticket, long long flag_key, long long slot_mask) {
+    CallFlags f = call_flags((uint32_t)ticket, slot_mask);
+    const uint64_t era = (ticket >> (32 + kEraShift)) & kEraMask;
+    f.data = (uint64_t)flag_key ^ (era << 32 | (uint32_t)ticket);
+    return f;
 }
 
 // The ticket every block of a rank takes at entry: returns {epoch, arrivals} as they were. The last block of the call
 // to arrive advances the epoch and resets the count in one atomic add (the poisoned bit stays), so nothing of the
-// epoch step is left for the end of the call; the next call is stream-ordered after this one.
+// epoch step is left for the end of the call; the next call is stream-ordered after this one. The add is
+// Ll128Lines.lastArrivalDelta: where the epoch wraps, its carry goes to the era instead of the count.
 __device__ __forceinline__ uint64_t take_ticket(unsigned char* workspace, int blocks_per_rank) {
     void* word = workspace + kEpochOffset;
     const uint64_t old = ptx::atom_add_acq_rel(word, 1ull << 32);
-    const uint32_t epoch = (uint32_t)old;
-    const uint32_t arrivals = (uint32_t)(old >> 32) & (uint32_t)~kPoisonedBit;
-    if (arrivals == (uint32_t)blocks_per_rank - 1u) {
+    if (((old >> 32) & kArrivalsMask) == (uint64_t)(blocks_per_rank - 1)) {
         uint64_t delta = 1ull - ((uint64_t)blocks_per_rank << 32);
-        if (epoch == 0xffffffffu) {
-            delta -= 1ull << 32;  // the epoch wraps: its carry would land in the arrivals count
+        if ((uint32_t)old == 0xffffffffu) {
+            delta += (1ull << (32 + kEraShift)) - (1ull << 32);
+            if (((old >> (32 + kEraShift)) & kEraMask) == kEraMask) {
+                delta += 1ull << 63;  // the era's carry flipped the poisoned bit: flip it back
+            }
         }
         ptx::red_add_relaxed(word, delta);
     }

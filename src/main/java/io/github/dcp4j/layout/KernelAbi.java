@@ -54,7 +54,8 @@ public final class KernelAbi {
      * all its batch's flags, as NCCL's LL128 receiver does, whether the senders' input copies are marked first to
      * leave L2, for inputs larger than L2), whether the next launch may start early (programmatic
      * dependent launch), whether every row start is 16-byte aligned (16-byte input copies and output stores) and
-     * the slot mask (a call's slot is its epoch AND the mask: 1, the slots alternate; 0, every call takes slot 0).
+     * the slot mask (a call's slot is its epoch AND the mask: 1, the slots alternate; 0, every call takes slot 0), and
+     * the group's flag key ({@link Ll128#keyedDataFlag}).
      * A {@code *_magic} field lets the kernel divide by heads, line groups and cp - 1 with a multiply-high: the
      * multiplier in the low 32 bits, the shift in the high ones ({@link #divisorMagic}).
      */
@@ -82,7 +83,8 @@ public final class KernelAbi {
             new Field("long long", "reload_lines"),
             new Field("long long", "stream_inputs"),
             new Field("long long", "vector16"),
-            new Field("long long", "slot_mask"));
+            new Field("long long", "slot_mask"),
+            new Field("long long", "flag_key"));
 
     /** The kernels are built for launches of at most this many ranks; a launch picks the smallest that fits. */
     public static final List<Integer> RANK_CAPACITIES = List.of(8, Ll128.MAX_RANKS);

@@ -13,9 +13,11 @@ package io.github.dcp4j.layout;
  *   +---------+--------------+--------+--------+------+------+--------+----------- ... -----------+
  *   |&lt;- the call's ticket: ->|&lt;----------- timeout record ----------->|
  *   |   one u64, LE          |
- *   arrivals: blocks of the current call that took their ticket (bits 0..30), and POISONED_BIT (bit 31): a wait
- *   of this rank gave up, so its slots may hold lines of a call that never completed; set until the host re-zeroes
- *   the workspace. The last block of a call to arrive advances the epoch and resets the count in one atomic add.
+ *   arrivals: blocks of the current call that took their ticket (bits 0..15, ARRIVALS_MASK), the era (bits 16..30,
+ *   ERA_MASK at ERA_SHIFT: how often the epoch wrapped, was forced or was reset, modulo 2^15), and POISONED_BIT
+ *   (bit 31): a wait of this rank gave up, so its slots may hold lines of a call that never completed; set until the
+ *   host re-zeroes the workspace. The last block of a call to arrive advances the epoch (and the era where the epoch
+ *   wraps) and resets the count in one atomic add.
  *   timeout record: 0, or what the first GPU wait that gave up was waiting for (TIMEOUT_DATA_LINE /
  *   TIMEOUT_LSE_LINE), with the source rank, row, line (data line index, or group of an LSE line) and the epoch of
  *   that call.
@@ -33,7 +35,10 @@ package io.github.dcp4j.layout;
  *   +--------+--------+------------------- ... ------------------+--------+--------+
  *   | word 0 | word 1 |                                          | word14 | flag   |
  *   +--------+--------+------------------- ... ------------------+--------+--------+
- *   flag = 0x4C4C3132_00000000 | u32(epoch + 1)        ("LL12" in the high word: never zero)
+ *   flag = 0x4C4C3132_00000000 | u32(epoch + 1)        ("LL12" in the high word: never zero), where readers zero
+ *          the flags they consume (CPU, TornadoVM);
+ *   flag = key XOR (era &lt;&lt; 32 | epoch)             (bit 63 of the group's key set: never zero), where readers
+ *          drop consumed lines from L2 instead (the CUDA engine; keyedDataFlag)
  *
  * LSE line: one per group of 4 data lines (a warp's 32 x 16-byte store covers one group), 4 little-endian u32.
  *
@@ -47,8 +52,11 @@ package io.github.dcp4j.layout;
  * slot = epoch &amp; 1. The epoch is the rank's own call counter (metadata word 0); every block of a call takes a ticket
  * at entry (an atomic add on the arrivals word, which returns the epoch beside it), and the last to arrive advances
  * the epoch, so CUDA-graph replays advance it. Nothing is sent to a rank's own workspace: a rank merges its own slice
- * from its input. Readers zero every flag they consume, so between calls a slot holds only zero flags, and a zero
- * flag never matches (see docs/PROTOCOL.md).
+ * from its input. Readers zero every LSE flag they consume. The CPU and TornadoVM engines zero every data flag they
+ * consume too, so between calls a slot holds only zero flags, and a zero flag never matches; the CUDA engine's
+ * receivers discard consumed data lines from L2 instead (so that they are never written back to DRAM), which leaves
+ * their memory indeterminate, and its data flags are keyed so that no value left there can match (docs/PROTOCOL.md,
+ * "Why a stale line can never look ready").
  */
 public final class Ll128 {
     private Ll128() {
@@ -58,7 +66,7 @@ public final class Ll128 {
      * Names this layout and protocol; ranks in several processes compare it before any launch, so that builds with
      * different layouts never share workspaces. Change it whenever a constant below or the kernel's use of them does.
      */
-    public static final String PROTOCOL_ID = "dcp4j-ll128/2";
+    public static final String PROTOCOL_ID = "dcp4j-ll128/3";
     /** Largest cp_size (source ranks per row). */
     public static final int MAX_RANKS = 64;
     /** Slots alternate by call: a peer can run at most one call ahead. */
@@ -72,6 +80,12 @@ public final class Ll128 {
     public static final int ARRIVALS_OFFSET = 4;
     /** Bit of the arrivals word that marks the workspace poisoned (a wait gave up; only a re-zeroing clears it). */
     public static final long POISONED_BIT = 0x8000_0000L;
+    /** Bits of the arrivals word that count a call's arrivals; a rank's launch has fewer blocks than this. */
+    public static final long ARRIVALS_MASK = 0xFFFFL;
+    /** Where the era starts in the arrivals word. */
+    public static final int ERA_SHIFT = 16;
+    /** The era's bits (after the shift): 15 of them, below the poisoned bit. */
+    public static final long ERA_MASK = 0x7FFFL;
     /** Byte offset of the u32 timeout record: 0, {@link #TIMEOUT_DATA_LINE} or {@link #TIMEOUT_LSE_LINE}. */
     public static final int TIMEOUT_OFFSET = 8;
     /** Byte offset of the u32 source rank a timed-out wait was waiting for. */
@@ -123,8 +137,10 @@ public final class Ll128 {
     /** Byte offset of the second flag copy in an LSE line. */
     public static final int LSE_FLAG2_OFFSET = 12;
 
-    /** High word of every data-line flag: "LL12". */
+    /** High word of every data-line flag where readers zero the flags they consume: "LL12". */
     public static final long FLAG_TAG = 0x4C4C3132_00000000L;
+    /** Set in every group's flag key, so that a keyed data flag is never zero. */
+    public static final long FLAG_KEY_BIT = 0x8000_0000_0000_0000L;
 
     /**
      * The engine's status word (one u32 per engine, in host memory the kernel writes) once a call timed out or found
@@ -174,6 +190,31 @@ public final class Ll128 {
      */
     public static long dataFlag(int epoch) {
         return FLAG_TAG | Integer.toUnsignedLong(epoch + 1);
+    }
+
+    /**
+     * A group's key for its keyed data flags, from 64 random bits (the same on every rank of the group).
+     *
+     * @param randomBits random bits (a fresh {@code SecureRandom} long, or the XOR of every rank's)
+     * @return the key: those bits with {@link #FLAG_KEY_BIT} set
+     */
+    public static long flagKey(long randomBits) {
+        return randomBits | FLAG_KEY_BIT;
+    }
+
+    /**
+     * The flag word of every data line of the call with this era and epoch where readers discard consumed lines
+     * rather than zero their flags (the CUDA engine): key XOR (era &lt;&lt; 32 | u32(epoch)). Never zero (the key's
+     * bit 63), and distinct for every (era, epoch) of one key, so no line an earlier call of the group left behind
+     * matches; a value left by anything else (memory of an earlier allocation) matches only by chance, one in 2^63.
+     *
+     * @param key   the group's key ({@link #flagKey})
+     * @param era   the call's era (the ticket's arrivals word &gt;&gt; ERA_SHIFT &amp; ERA_MASK)
+     * @param epoch the call's counter
+     * @return the flag word
+     */
+    public static long keyedDataFlag(long key, int era, int epoch) {
+        return key ^ ((era & ERA_MASK) << 32 | Integer.toUnsignedLong(epoch));
     }
 
     /**

@@ -146,7 +146,7 @@ public final class Ll128Lines {
     /**
      * The call's ticket, as every GPU block takes it at entry: one more arrival in the 64-bit word {epoch, arrivals}
      * (a volatile add); the last of {@code arrivalsPerCall} arrivals advances the epoch and resets the count in a
-     * second add, keeping the poisoned bit.
+     * second add, keeping the poisoned bit; where the epoch wraps, that add advances the era too.
      *
      * @param workspace       the rank's workspace
      * @param arrivalsPerCall the arrivals (GPU blocks; 1 on the CPU) that make one call
@@ -154,15 +154,39 @@ public final class Ll128Lines {
      */
     public static long takeTicketVolatile(MemorySegment workspace, int arrivalsPerCall) {
         long old = (long) WORD_HANDLE.getAndAdd(workspace, (long) Ll128.EPOCH_OFFSET, 1L << 32);
-        int epoch = (int) old;
-        long arrivals = (old >>> 32) & ~Ll128.POISONED_BIT;
-        if (arrivals == arrivalsPerCall - 1) {
-            long delta = 1L - ((long) arrivalsPerCall << 32);
-            if (epoch == -1) {
-                delta -= 1L << 32;  // the epoch wraps: its carry would land in the arrivals count
-            }
-            WORD_HANDLE.getAndAdd(workspace, (long) Ll128.EPOCH_OFFSET, delta);
+        if (((old >>> 32) & Ll128.ARRIVALS_MASK) == arrivalsPerCall - 1) {
+            WORD_HANDLE.getAndAdd(workspace, (long) Ll128.EPOCH_OFFSET, lastArrivalDelta(old, arrivalsPerCall));
         }
         return old;
+    }
+
+    /**
+     * What the last arrival of a call adds to the ticket word it took ({@code ticket}, as it was): one to the epoch,
+     * the call's arrivals off the count; where the epoch wraps, its carry moved from the count to the era; where the
+     * era wraps too, its carry taken back out of the poisoned bit. The GPU kernels add the same.
+     *
+     * @param ticket          the word before the last arrival's add
+     * @param arrivalsPerCall the arrivals that make one call
+     * @return the second add
+     */
+    public static long lastArrivalDelta(long ticket, int arrivalsPerCall) {
+        long delta = 1L - ((long) arrivalsPerCall << 32);
+        if ((int) ticket == -1) {
+            delta += (1L << (32 + Ll128.ERA_SHIFT)) - (1L << 32);
+            if (((ticket >>> (32 + Ll128.ERA_SHIFT)) & Ll128.ERA_MASK) == Ll128.ERA_MASK) {
+                delta += Long.MIN_VALUE;  // the era's carry flipped the poisoned bit: flip it back
+            }
+        }
+        return delta;
+    }
+
+    /**
+     * The era of the call that took this ticket.
+     *
+     * @param ticket the ticket word the call's arrival returned
+     * @return its era, 0 .. ERA_MASK
+     */
+    public static int era(long ticket) {
+        return (int) ((ticket >>> (32 + Ll128.ERA_SHIFT)) & Ll128.ERA_MASK);
     }
 }

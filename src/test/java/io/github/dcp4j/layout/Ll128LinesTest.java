@@ -7,6 +7,8 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteOrder;
+import java.util.HashSet;
+import java.util.Set;
 import java.util.SplittableRandom;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -76,5 +78,70 @@ class Ll128LinesTest {
                 assertEquals(0, line.get(LE_INT, 4L * i));
             }
         }
+    }
+
+    /**
+     * The ticket word through calls of 5 arrivals, against a model of its fields (epoch, count, era, poisoned bit):
+     * the epoch wraps from 2^32 - 1 to 0 and advances the era; the era wraps from its last value to 0 and leaves the
+     * poisoned bit as it was, set or clear.
+     */
+    @Test
+    void ticketsAdvanceTheEpochAndTheEraWhereTheEpochWraps() {
+        int arrivals = 5;
+        for (boolean poisoned : new boolean[] {false, true}) {
+            for (long era : new long[] {0, 1, 1234, Ll128.ERA_MASK - 1, Ll128.ERA_MASK}) {
+                try (Arena arena = Arena.ofConfined()) {
+                    MemorySegment ws = arena.allocate(Ll128.PAYLOAD_OFFSET, Ll128.PAYLOAD_OFFSET);
+                    long epoch = 0xFFFF_FFFFL - 2;
+                    long expectedEra = era;
+                    ws.set(LE_LONG, 0, epoch | ticketHigh(0, era, poisoned));
+                    for (int call = 0; call < 6; call++) {
+                        for (int a = 0; a < arrivals; a++) {
+                            long ticket = Ll128Lines.takeTicketVolatile(ws, arrivals);
+                            assertEquals(epoch, ticket & 0xFFFF_FFFFL, "every arrival of a call sees its epoch");
+                            assertEquals(ticketHigh(a, expectedEra, poisoned), ticket & 0xFFFF_FFFF_0000_0000L,
+                                    "call " + call + " arrival " + a);
+                            assertEquals((int) expectedEra, Ll128Lines.era(ticket));
+                        }
+                        if (epoch == 0xFFFF_FFFFL) {
+                            expectedEra = (expectedEra + 1) & Ll128.ERA_MASK;
+                        }
+                        epoch = (epoch + 1) & 0xFFFF_FFFFL;
+                        assertEquals(epoch | ticketHigh(0, expectedEra, poisoned), ws.get(LE_LONG, 0),
+                                "after call " + call + " (era " + era + ", poisoned " + poisoned + ")");
+                    }
+                    assertEquals(3, epoch);
+                    assertEquals((era + 1) & Ll128.ERA_MASK, expectedEra);
+                }
+            }
+        }
+    }
+
+    private static long ticketHigh(long count, long era, boolean poisoned) {
+        return (count | era << Ll128.ERA_SHIFT | (poisoned ? Ll128.POISONED_BIT : 0)) << 32;
+    }
+
+    /**
+     * Keyed data flags are never zero, differ for every (era, epoch) of one key (the epochs around the wrap and the
+     * eras on either side of theirs), and differ between keys.
+     */
+    @Test
+    void keyedDataFlagsAreNeverZeroAndNeverRepeatWithinOneKey() {
+        SplittableRandom random = new SplittableRandom(29);
+        for (int k = 0; k < 50; k++) {
+            long key = Ll128.flagKey(random.nextLong());
+            long otherKey = Ll128.flagKey(random.nextLong());
+            Set<Long> seen = new HashSet<>();
+            for (int era : new int[] {0, 1, (int) Ll128.ERA_MASK}) {
+                for (int epoch : new int[] {-3, -2, -1, 0, 1, 2, random.nextInt()}) {
+                    long flag = Ll128.keyedDataFlag(key, era, epoch);
+                    assertTrue(flag != 0, "key " + Long.toHexString(key) + " era " + era + " epoch " + epoch);
+                    assertTrue(seen.add(flag), "era " + era + " epoch " + epoch + " repeats a flag");
+                    assertTrue(flag != Ll128.keyedDataFlag(otherKey, era, epoch), "two keys give one flag");
+                }
+            }
+        }
+        assertEquals(Ll128.FLAG_KEY_BIT | 0x1234L << 32 | 0xFFFF_FFFFL,
+                Ll128.keyedDataFlag(Ll128.flagKey(0), 0x1234, -1), "key XOR (era << 32 | u32 epoch)");
     }
 }

@@ -84,7 +84,7 @@ public final class CudaLoopbackEngine implements LocalGroup {
         WorkspaceState created = null;
         try {
             allocated = LoopbackWorkspaces.allocate(device, cpSize, workspaceBytes);
-            created = new WorkspaceState("the CUDA workspace group", device);
+            created = new WorkspaceState("the CUDA workspace group", device, WorkspaceState.newFlagKey());
             this.ownStream = new CudaStream(device);
         } catch (RuntimeException e) {
             if (created != null) {
@@ -281,6 +281,16 @@ public final class CudaLoopbackEngine implements LocalGroup {
         for (PeerWorkspaces v : allRegions()) {
             OwnWorkspace.forceEpoch(v, epoch);
         }
+    }
+
+    /** The era of rank {@code rank}'s workspace, as {@link #epoch} (white-box, for the wrap and reset tests). */
+    int era(int rank) {
+        return OwnWorkspace.era(RegionView.of(views, variantWorkspace, lastRegion).get(rank));
+    }
+
+    /** The group's key of its LL128 data flags (white-box, for the tests that read the workspaces). */
+    long flagKey() {
+        return state.flagKey();
     }
 
     /** Whether rank {@code rank}'s workspace is marked poisoned on the device (white-box, for the fault tests). */

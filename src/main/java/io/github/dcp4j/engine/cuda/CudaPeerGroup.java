@@ -46,7 +46,7 @@ public final class CudaPeerGroup implements LocalGroup {
         this.devices = List.copyOf(devices);
         this.timeout = timeout;
         this.workspaces = PeerAccessWorkspaces.allocate(devices, workspaceBytes);
-        this.state = new WorkspaceState("the CUDA peer group", devices.getFirst());
+        this.state = new WorkspaceState("the CUDA peer group", devices.getFirst(), WorkspaceState.newFlagKey());
         try {
             for (int r = 0; r < devices.size(); r++) {
                 CudaDevice d = devices.get(r);

@@ -16,6 +16,8 @@ import io.github.dcp4j.peer.GroupCheck;
 import io.github.dcp4j.peer.PeerWorkspaces;
 import io.github.dcp4j.rendezvous.Rendezvous;
 
+import java.nio.ByteBuffer;
+import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.List;
 import java.util.Objects;
@@ -38,6 +40,8 @@ import java.util.Objects;
  * close the provider after the engine.
  */
 public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
+    private static final SecureRandom FLAG_KEY_RANDOM = new SecureRandom();
+
     private final PeerWorkspaces view;
     private final Rendezvous rendezvous;
     private final Kernels kernels;
@@ -56,7 +60,7 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
     private volatile PeerWorkspaces lastRegion;
 
     private CudaRankEngine(PeerWorkspaces view, Rendezvous rendezvous, Duration timeout, int ranksSharingGpu,
-                           Runnable owned, VariantWorkspace variants, long contractBytes) {
+                           Runnable owned, VariantWorkspace variants, long contractBytes, long flagKey) {
         this.variants = variants;
         this.contractBytes = contractBytes;
         this.view = view;
@@ -70,7 +74,7 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
         CudaStream stream = null;
         try {
             stream = new CudaStream(view.device());
-            this.state = new WorkspaceState("rank " + view.rank() + "'s workspace", view.device());
+            this.state = new WorkspaceState("rank " + view.rank() + "'s workspace", view.device(), flagKey);
         } catch (RuntimeException e) {
             if (stream != null) {
                 stream.close();
@@ -157,7 +161,24 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
                         view.workspaceBytes(), "contract_bytes", contractBytes, "timeout", timeout, "variant",
                         variants.variant().spelling(), "crossovers", variants.crossovers().steps().toString(),
                         "regions", variants.regions().toString()).withProblem(problem));
-        return new CudaRankEngine(view, rendezvous, timeout, ranksSharingGpu, owned, variants, contractBytes);
+        return new CudaRankEngine(view, rendezvous, timeout, ranksSharingGpu, owned, variants, contractBytes,
+                agreeFlagKey(rendezvous));
+    }
+
+    /**
+     * The group's flag key (collective): every rank gives 64 bits from a SecureRandom and every rank takes the XOR
+     * of all of them, so that the key is the same on every rank and random where any one rank's bits are.
+     */
+    private static long agreeFlagKey(Rendezvous rendezvous) {
+        long bits = 0;
+        for (byte[] b : rendezvous.allGather("flag-key", ByteBuffer.allocate(Long.BYTES).putLong(FLAG_KEY_RANDOM.nextLong()).array())) {
+            if (b.length != Long.BYTES) {
+                throw new IllegalStateException("a rank's flag key share has " + b.length + " bytes, not "
+                        + Long.BYTES);
+            }
+            bits ^= ByteBuffer.wrap(b).getLong();
+        }
+        return Ll128.flagKey(bits);
     }
 
     @Override

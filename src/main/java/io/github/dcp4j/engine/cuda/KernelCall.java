@@ -215,6 +215,7 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         }
         put(b, 0, f, "vector16", vector16 ? 1 : 0);
         put(b, 0, f, "slot_mask", slotMask);
+        put(b, 0, f, "flag_key", state.flagKey());
         return b.array();
     }
 

@@ -2,6 +2,7 @@ package io.github.dcp4j.engine.cuda;
 
 import io.github.dcp4j.engine.PeerTimeoutException;
 import io.github.dcp4j.layout.Ll128;
+import io.github.dcp4j.layout.Ll128Lines;
 import io.github.dcp4j.peer.PeerWorkspaces;
 
 import java.lang.foreign.Arena;
@@ -31,11 +32,34 @@ final class OwnWorkspace {
         return metadata(view)[Ll128.EPOCH_OFFSET / Integer.BYTES];
     }
 
-    /** Overwrites the device-side call counter (white-box, for the wrap tests). */
+    /** The era the next call will take (the arrivals word's bits at {@link Ll128#ERA_SHIFT}). */
+    static int era(PeerWorkspaces view) {
+        return eraOf(metadata(view)[Ll128.ARRIVALS_OFFSET / Integer.BYTES]);
+    }
+
+    private static int eraOf(int arrivals) {
+        return Ll128Lines.era(Integer.toUnsignedLong(arrivals) << 32);
+    }
+
+    /**
+     * Overwrites the device-side call counter (white-box, for the wrap tests), advancing the era, so that no line an
+     * earlier call left behind carries a keyed flag of the calls to come; no call may be in flight.
+     */
     static void forceEpoch(PeerWorkspaces view, int epoch) {
+        int arrivals = metadata(view)[Ll128.ARRIVALS_OFFSET / Integer.BYTES];
+        writeTicket(view, epoch, nextEra(arrivals) | (int) (arrivals & Ll128.POISONED_BIT));
+    }
+
+    /** The arrivals word of no arrival in the era after the one {@code arrivals} holds (the poisoned bit clear). */
+    private static int nextEra(int arrivals) {
+        return (int) (((eraOf(arrivals) + 1) & Ll128.ERA_MASK) << Ll128.ERA_SHIFT);
+    }
+
+    private static void writeTicket(PeerWorkspaces view, int epoch, int arrivals) {
         try (Arena arena = Arena.ofConfined()) {
-            MemorySegment word = arena.allocate(Integer.BYTES, Integer.BYTES);
-            word.set(LE_INT, 0, epoch);
+            MemorySegment word = arena.allocate(2 * Integer.BYTES, Long.BYTES);
+            word.set(LE_INT, Ll128.EPOCH_OFFSET, epoch);
+            word.set(LE_INT, Ll128.ARRIVALS_OFFSET, arrivals);
             view.device().copyFromHost(word, view.workspaceAddress(view.rank()) + Ll128.EPOCH_OFFSET);
         }
     }
@@ -58,8 +82,14 @@ final class OwnWorkspace {
                 != 0;
     }
 
-    /** Re-zeroes the whole workspace (epoch, flags, timeout record), synchronously; no call may be in flight. */
+    /**
+     * Re-zeroes the whole workspace (epoch, flags, timeout record, the poisoned bit), synchronously, but for the era,
+     * which advances (so that no line of a call before the reset carries a keyed flag of the calls after it); no call
+     * may be in flight.
+     */
     static void zero(PeerWorkspaces view) {
+        int arrivals = metadata(view)[Ll128.ARRIVALS_OFFSET / Integer.BYTES];
         view.device().zero(view.workspaceAddress(view.rank()), view.workspaceBytes());
+        writeTicket(view, 0, nextEra(arrivals));
     }
 }

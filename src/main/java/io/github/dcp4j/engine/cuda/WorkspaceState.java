@@ -9,6 +9,7 @@ import io.github.dcp4j.peer.PeerWorkspaces;
 
 import java.lang.foreign.ValueLayout;
 import java.lang.invoke.VarHandle;
+import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.List;
 
@@ -23,19 +24,37 @@ import java.util.List;
  */
 final class WorkspaceState {
     private static final VarHandle STATUS = ValueLayout.JAVA_INT.varHandle();
+    private static final SecureRandom RANDOM = new SecureRandom();
 
     private final String what;
     private final MappedHostBuffer status;
+    private final long flagKey;
     private volatile boolean closed;
     private volatile RuntimeException poison;
 
     /**
-     * @param what   names the workspaces in messages ("the CUDA workspace group")
-     * @param device the GPU whose context allocates the status word (every GPU of the process can write it)
+     * @param what    names the workspaces in messages ("the CUDA workspace group")
+     * @param device  the GPU whose context allocates the status word (every GPU of the process can write it)
+     * @param flagKey the group's key of its LL128 data flags ({@link Ll128#flagKey}), the same on every rank
      */
-    WorkspaceState(String what, CudaDevice device) {
+    WorkspaceState(String what, CudaDevice device, long flagKey) {
+        if ((flagKey & Ll128.FLAG_KEY_BIT) == 0) {
+            throw new IllegalArgumentException("flagKey must have bit 63 set (Ll128.flagKey); got 0x"
+                    + Long.toHexString(flagKey));
+        }
         this.what = what;
+        this.flagKey = flagKey;
         this.status = MappedHostBuffer.allocate(device, Integer.BYTES);
+    }
+
+    /** {@return a fresh flag key for a group that one process opens: 63 bits from a SecureRandom} */
+    static long newFlagKey() {
+        return Ll128.flagKey(RANDOM.nextLong());
+    }
+
+    /** {@return the group's key of its LL128 data flags, for the launch arguments} */
+    long flagKey() {
+        return flagKey;
     }
 
     /** Throws if no call may run now: closed, or poisoned by an earlier failure. */

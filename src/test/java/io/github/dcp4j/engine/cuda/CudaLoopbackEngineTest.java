@@ -44,6 +44,7 @@ import java.util.stream.Stream;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -166,9 +167,13 @@ class CudaLoopbackEngineTest {
         }
     }
 
-    /** Between calls every flag in every rank's device workspace is zero: the kernel consumed every line it got. */
+    /**
+     * Between calls no data line of any rank's device workspace carries the flag of any of the next calls (consumed
+     * lines are discarded, so their memory is whatever it was: never a later call's keyed flag), and every LSE line
+     * is zero.
+     */
     @Test
-    void betweenCallsEveryFlagIsZero() {
+    void betweenCallsNoLineLooksReadyForALaterCall() {
         int cp = 3;
         WorkspaceSpec spec = new WorkspaceSpec(4, 2, cp, 200, DType.FP16);
         WorkspaceLayout layout = spec.layout();
@@ -180,14 +185,20 @@ class CudaLoopbackEngineTest {
                         LseMode.BASE2);
                 for (int r = 0; r < cp; r++) {
                     gpu.copyWorkspace(r, ws);
+                    int next = gpu.epoch(r);
+                    int era = gpu.era(r);
                     for (int slot = 0; slot < 2; slot++) {
                         for (int src = 0; src < cp; src++) {
                             for (int row = 0; row < layout.maxRows(); row++) {
                                 for (int line = 0; line < layout.row().dataLines(); line++) {
-                                    assertEquals(0L, Ll128Lines.getDataFlagAcquire(ws,
-                                            layout.dataLineOffset(slot, src, row, line)),
-                                            "call " + call + " rank " + r + " line " + slot + "/" + src + "/" + row
-                                                    + "/" + line);
+                                    long flag = Ll128Lines.getDataFlagAcquire(ws,
+                                            layout.dataLineOffset(slot, src, row, line));
+                                    for (int later = 0; later < 8; later++) {
+                                        assertNotEquals(Ll128.keyedDataFlag(gpu.flagKey(), era, next + later), flag,
+                                                "call " + call + " rank " + r + " line " + slot + "/" + src + "/"
+                                                        + row + "/" + line + " has the flag of epoch "
+                                                        + (next + later));
+                                    }
                                 }
                                 for (int grp = 0; grp < layout.row().lineGroups(); grp++) {
                                     long at = layout.lseLineOffset(slot, src, row, grp);
@@ -221,6 +232,7 @@ class CudaLoopbackEngineTest {
             }
             for (int r = 0; r < cp; r++) {
                 assertEquals(3, gpu.epoch(r), "2^32 - 3 + 6 wraps to 3 on rank " + r);
+                assertEquals(5, gpu.era(r), "four forced epochs and one wrap advance the era on rank " + r);
             }
         }
     }
@@ -412,6 +424,8 @@ class CudaLoopbackEngineTest {
             gpu.reset();
             for (int r = 0; r < cp; r++) {
                 assertTrue(!gpu.poisoned(r), "reset clears the poison of rank " + r);
+                assertEquals(0, gpu.epoch(r), "reset zeroes the epoch of rank " + r);
+                assertEquals(2, gpu.era(r), "the forced epoch and the reset advance the era of rank " + r);
             }
             try (KernelCall full = gpu.prepare(g.partialO(), g.partialLse(), out, LseMode.BASE2, stream);
                  CudaGraph graph = CudaGraph.capture(stream, full::launch)) {
@@ -572,7 +586,8 @@ class CudaLoopbackEngineTest {
                         long expected = j < layout.row().dataWords() ? o1.memory().get(word, slice + 8L * j) : 0L;
                         assertEquals(expected, ws.get(word, at + 8L * k), "row " + row + " line " + line + " word " + k);
                     }
-                    assertEquals(Ll128.dataFlag(6), Ll128Lines.getDataFlagAcquire(ws, at));
+                    assertEquals(Ll128.keyedDataFlag(gpu.flagKey(), 1, 6), Ll128Lines.getDataFlagAcquire(ws, at),
+                            "the keyed flag of epoch 6 in era 1 (the forced epoch advanced the era)");
                 }
                 long lse = layout.lseLineOffset(0, 1, row, 0);
                 assertTrue(Ll128Lines.isLseLineReadyAcquire(ws, lse, Ll128.lseFlag(6)));
