@@ -31,6 +31,10 @@ constexpr int kMinBlocksPerSm = 4;
 #else
 constexpr int kMinBlocksPerSm = 3;
 #endif
+// The row kernel's blocks hold up to kMinBlocksPerSm teams of kBlockThreads threads (GridPlan.teams), within the same
+// register budget.
+constexpr int kMaxRowTeams = kMinBlocksPerSm;
+static_assert(kRowTeamBarrier + kMaxRowTeams <= 16, "every team of a block has a hardware barrier of its own");
 constexpr int kSendRegisters = 56;
 constexpr int kReceiveRegisters = 72;
 static_assert(kSendWarps * kWarpSize == 128, "the sending warps are one warpgroup");
@@ -627,10 +631,20 @@ struct RowShared {
     Deadline deadline;
     int gave_up;  // a wait of some warp gave up: this step and the block's later ones are NaN
 };
+static_assert(sizeof(RowShared) <= kRowSharedBytes, "a team's shared memory fits what the host gives it");
 
 template <int N, typename T, bool kBaseE>
 __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
-    __shared__ RowShared sh;
+    // A hardware block is one team of kBlockThreads threads or several (blockDim.x / kBlockThreads, GridPlan.teams):
+    // team t of block B is the launch's block B x teams + t, with its own shared memory and barrier; everything
+    // below says block for a team.
+    extern __shared__ __align__(16) unsigned char team_shared[];
+    static_assert((kBlockThreads & (kBlockThreads - 1)) == 0, "a thread's team and place in it are bit fields");
+    const int team = (int)(threadIdx.x / kBlockThreads);
+    const int tid = (int)(threadIdx.x % kBlockThreads);
+    const int block = (int)(blockIdx.x * (blockDim.x / kBlockThreads)) + team;
+    RowShared& sh = reinterpret_cast<RowShared*>(team_shared)[team];
+    const auto sync_block = [] { ptx::named_barrier(kRowTeamBarrier + threadIdx.x / kBlockThreads, kBlockThreads); };
     ptx::grid_dependency_wait();  // before the ticket, the flags and the inputs are read, and before the deadline
     if (a.early_dependents) {
         ptx::allow_dependent_launch();  // as in the kernel above
@@ -639,13 +653,13 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
     const int blocks = (int)a.blocks_per_rank;
     const int rows = (int)a.rows;
     const int step_rows = (int)a.tile_rows;
-    const int rank_in_launch = blockIdx.x / blocks;
-    const int first_step = blockIdx.x - rank_in_launch * blocks;
+    const int rank_in_launch = block / blocks;
+    const int first_step = block - rank_in_launch * blocks;
     const RankArgs& r = a.ranks[rank_in_launch];
     const int rank = (int)r.rank;
     unsigned char* ws = a.workspaces[rank];
-    const int warp = threadIdx.x / kWarpSize;
-    const int lane = threadIdx.x % kWarpSize;
+    const int warp = tid / kWarpSize;
+    const int lane = tid % kWarpSize;
     const int sub = lane / kLanesPerLine;
     const int part = lane % kLanesPerLine;
     const int cp = (int)a.cp;
@@ -705,17 +719,17 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
     if (preloads && has_step(first_step)) {
         preload(first_step);  // issued before the ticket, so in flight while the ticket is
     }
-    if (threadIdx.x == 0) {
+    if (tid == 0) {
         sh.ticket = take_ticket(ws, blocks);
         sh.deadline = Deadline{start_ns + (uint64_t)a.timeout_ns};
         sh.gave_up = 0;
     }
-    __syncthreads();
+    sync_block();
     const uint64_t ticket = sh.ticket;
     const uint32_t epoch = (uint32_t)ticket;
     const CallFlags f = ll128_call_flags(ticket, a.flag_key, a.slot_mask);
     const bool poisoned = ticket_poisoned(ticket);  // the workspace may hold a failed call's lines: nothing is read
-    if (poisoned && threadIdx.x == 0) {
+    if (poisoned && tid == 0) {
         *reinterpret_cast<volatile unsigned int*>(a.status) = kStatusFailed;
     }
 
@@ -909,7 +923,7 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
         const int pairs = words * kPairsPerWord;
         uint32_t* out = reinterpret_cast<uint32_t*>(r.out) + (long long)s.row0 * pairs;
         if (nan) {
-            for (int h = threadIdx.x; h < s.n * pairs; h += kBlockThreads) {
+            for (int h = tid; h < s.n * pairs; h += kBlockThreads) {
                 out[h] = nan_pair<T>();
             }
             return;
@@ -921,7 +935,7 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
         for (int k = 0; k < s.n; ++k) {
             const float* weights = sh.weights[k];
 #pragma unroll 1
-            for (int h = threadIdx.x; h < pairs; h += kBlockThreads) {
+            for (int h = tid; h < pairs; h += kBlockThreads) {
                 const int j = h / kPairsPerWord;
                 const int line = j / kLineDataWords;
                 const int at_pair = k * row_pairs + (line * kLineWords + (j - line * kLineDataWords)) * kPairsPerWord +
@@ -952,11 +966,11 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
             atomicExch(&sh.gave_up, 1);  // read after the barrier below
         }
         ptx::cp_async_wait<0>();  // this thread's copies into the stage have landed
-        __syncthreads();
+        sync_block();
         gave_up = gave_up || sh.gave_up != 0;
         merge_step(s, gave_up);
         if (has_step(next)) {
-            __syncthreads();  // the stage, the LSE values and the weights are the next step's from here
+            sync_block();  // the stage, the LSE values and the weights are the next step's from here
         }
     }
 }
@@ -972,7 +986,7 @@ using dcp4j::LaunchArgs;
     }
 
 #define DCP4J_ROW_KERNEL(name, N, T, BASE_E)                                                                \
-    extern "C" __global__ void __launch_bounds__(dcp4j::kBlockThreads, dcp4j::kMinBlocksPerSm)            \
+    extern "C" __global__ void __launch_bounds__(dcp4j::kBlockThreads * dcp4j::kMaxRowTeams, 1)            \
         name(const __grid_constant__ LaunchArgs<N> args) {                                                  \
         dcp4j::dcp_row_reduce<N, T, BASE_E>(args);                                                          \
     }
@@ -995,10 +1009,11 @@ DCP4J_ROW_KERNEL(dcp4j_ll128row_bf16_basee_r64, 64, __nv_bfloat16, true)
 DCP4J_ROW_KERNEL(dcp4j_ll128row_fp16_base2_r64, 64, __half, false)
 DCP4J_ROW_KERNEL(dcp4j_ll128row_fp16_basee_r64, 64, __half, true)
 
-// The launch floor: an empty kernel launched exactly as the op is (same attribute, grid, blocks and parameter).
-extern "C" __global__ void __launch_bounds__(dcp4j::kBlockThreads, dcp4j::kMinBlocksPerSm)
+// The launch floor: an empty kernel launched exactly as the op is (same attribute, grid, blocks, shared memory and
+// parameter), so its bounds admit the row kernel's blocks of several teams.
+extern "C" __global__ void __launch_bounds__(dcp4j::kBlockThreads * dcp4j::kMaxRowTeams, 1)
     dcp4j_empty_r8(const __grid_constant__ LaunchArgs<8> args) {}
-extern "C" __global__ void __launch_bounds__(dcp4j::kBlockThreads, dcp4j::kMinBlocksPerSm)
+extern "C" __global__ void __launch_bounds__(dcp4j::kBlockThreads * dcp4j::kMaxRowTeams, 1)
     dcp4j_empty_r64(const __grid_constant__ LaunchArgs<64> args) {}
 
 // The protocol variants ll, simple and unfused (op.Variant, docs/PROTOCOL.md): their kernels, beside the LL128 ones.

@@ -26,6 +26,7 @@ constexpr int kGroupWords = kLinesPerGroup * kLineDataWords;    // a group's 4 l
 constexpr int kGroupDataBytes = kGroupWords * kWordBytes;       // 480 bytes, a multiple of 16
 constexpr int kChunkGroups = 4;                                 // line groups a send stage holds (1920 bytes)
 constexpr int kReceiveBarrier = 1;                              // hardware barrier of the receiving warps
+constexpr int kRowTeamBarrier = 1;                              // the row kernel's team t: hardware barrier 1 + t
 constexpr int kSpinRounds = 4;                                  // poll rounds without sleeping (~ 1 round trip each)
 constexpr unsigned kFirstSleepNs = 64;                          // then the back-off doubles from here ...
 constexpr unsigned kMaxSleepNs = 1024;                          // ... up to this

@@ -47,6 +47,16 @@ public final class KernelLaunch implements AutoCloseable {
     /** {@code CUlaunchAttributeID} value (cuda.h 13.0). */
     private static final int ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6;
 
+    /**
+     * A launch's shape.
+     *
+     * @param grid          blocks in the grid
+     * @param blockThreads  threads per block
+     * @param dynamicShared dynamic shared memory per block, bytes (above 48 KiB the function must allow it)
+     */
+    public record Shape(int grid, int blockThreads, int dynamicShared) {
+    }
+
     /** Looked up on first use only, so that loading this class needs no driver. */
     private static final class Driver {
         static final MethodHandle LAUNCH_KERNEL_EX = Cuda.driverFunction("cuLaunchKernelEx",
@@ -58,19 +68,18 @@ public final class KernelLaunch implements AutoCloseable {
 
     /** The native arguments of one {@code cuLaunchKernelEx}. */
     private record Structs(MemorySegment config, MemorySegment function, MemorySegment params) {
-        static Structs allocate(Arena arena, CUfunction function, int grid, int blockThreads, byte[] args,
-                                CudaStream stream) {
+        static Structs allocate(Arena arena, CUfunction function, Shape shape, byte[] args, CudaStream stream) {
             MemorySegment attribute = arena.allocate(ATTRIBUTE);
             attribute.set(JAVA_INT, offset(ATTRIBUTE, "id"), ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
             attribute.set(JAVA_INT, offset(ATTRIBUTE, "value"), 1);
             MemorySegment config = arena.allocate(CONFIG);
-            config.set(JAVA_INT, offset(CONFIG, "gridDimX"), grid);
+            config.set(JAVA_INT, offset(CONFIG, "gridDimX"), shape.grid());
             config.set(JAVA_INT, offset(CONFIG, "gridDimY"), 1);
             config.set(JAVA_INT, offset(CONFIG, "gridDimZ"), 1);
-            config.set(JAVA_INT, offset(CONFIG, "blockDimX"), blockThreads);
+            config.set(JAVA_INT, offset(CONFIG, "blockDimX"), shape.blockThreads());
             config.set(JAVA_INT, offset(CONFIG, "blockDimY"), 1);
             config.set(JAVA_INT, offset(CONFIG, "blockDimZ"), 1);
-            config.set(JAVA_INT, offset(CONFIG, "sharedMemBytes"), 0);
+            config.set(JAVA_INT, offset(CONFIG, "sharedMemBytes"), shape.dynamicShared());
             config.set(ADDRESS, offset(CONFIG, "hStream"), MemorySegment.ofAddress(stream.address()));
             config.set(ADDRESS, offset(CONFIG, "attrs"), attribute);
             config.set(JAVA_INT, offset(CONFIG, "numAttrs"), 1);
@@ -97,29 +106,27 @@ public final class KernelLaunch implements AutoCloseable {
     /**
      * A launch, its structures built once in this object's arena, to be queued as often as wanted.
      *
-     * @param function     the kernel
-     * @param grid         blocks in the grid
-     * @param blockThreads threads per block
-     * @param args         the kernel's only parameter, as its bytes (copied)
-     * @param stream       where the launch is queued
+     * @param function the kernel
+     * @param shape    its grid, blocks and shared memory
+     * @param args     the kernel's only parameter, as its bytes (copied)
+     * @param stream   where the launch is queued
      */
-    public KernelLaunch(CUfunction function, int grid, int blockThreads, byte[] args, CudaStream stream) {
-        this.structs = Structs.allocate(arena, function, grid, blockThreads, args, stream);
+    public KernelLaunch(CUfunction function, Shape shape, byte[] args, CudaStream stream) {
+        this.structs = Structs.allocate(arena, function, shape, args, stream);
     }
 
     /**
      * Queues one launch with structures that live for this call only, in memory confined to the calling thread
      * (which must be the device's): no shared arena to set up and close, for launches made once.
      *
-     * @param function     the kernel
-     * @param grid         blocks in the grid
-     * @param blockThreads threads per block
-     * @param args         the kernel's only parameter, as its bytes (copied)
-     * @param stream       where the launch is queued
+     * @param function the kernel
+     * @param shape    its grid, blocks and shared memory
+     * @param args     the kernel's only parameter, as its bytes (copied)
+     * @param stream   where the launch is queued
      */
-    public static void queueOnce(CUfunction function, int grid, int blockThreads, byte[] args, CudaStream stream) {
+    public static void queueOnce(CUfunction function, Shape shape, byte[] args, CudaStream stream) {
         try (Arena once = Arena.ofConfined()) {
-            Structs.allocate(once, function, grid, blockThreads, args, stream).queue();
+            Structs.allocate(once, function, shape, args, stream).queue();
         }
     }
 

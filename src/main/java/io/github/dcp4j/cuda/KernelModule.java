@@ -1,6 +1,7 @@
 package io.github.dcp4j.cuda;
 
 import jcuda.driver.CUfunction;
+import jcuda.driver.CUfunction_attribute;
 import jcuda.driver.CUmodule;
 import jcuda.driver.JCudaDriver;
 
@@ -80,19 +81,47 @@ public final class KernelModule implements AutoCloseable {
     }
 
     /**
-     * Most blocks of {@code function} ({@code blockThreads}, no dynamic shared memory) resident at once.
+     * Blocks of {@code function} resident at once on one SM.
      *
-     * @param function     the kernel
-     * @param blockThreads threads per block
-     * @return blocks per SM times the SMs
+     * @param function      the kernel
+     * @param blockThreads  threads per block
+     * @param dynamicShared dynamic shared memory per block, bytes
+     * @return blocks per SM (0 where such a block cannot run at all)
      */
-    public int coResidentBlocks(CUfunction function, int blockThreads) {
+    public int blocksPerSm(CUfunction function, int blockThreads, int dynamicShared) {
         return device.call(() -> {
             int[] perSm = new int[1];
-            Cuda.check(JCudaDriver.cuOccupancyMaxActiveBlocksPerMultiprocessor(perSm, function, blockThreads, 0),
-                    "cuOccupancyMaxActiveBlocksPerMultiprocessor");
-            return perSm[0] * device.multiprocessors();
+            Cuda.check(JCudaDriver.cuOccupancyMaxActiveBlocksPerMultiprocessor(perSm, function, blockThreads,
+                    dynamicShared), "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+            return perSm[0];
         });
+    }
+
+    /**
+     * Most threads a block of {@code function} may have (its launch bounds).
+     *
+     * @param function the kernel
+     * @return threads
+     */
+    public int maxBlockThreads(CUfunction function) {
+        return device.call(() -> {
+            int[] threads = new int[1];
+            Cuda.check(JCudaDriver.cuFuncGetAttribute(threads,
+                    CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, function), "cuFuncGetAttribute");
+            return threads[0];
+        });
+    }
+
+    /**
+     * Lets launches of {@code function} ask for up to {@code bytes} of dynamic shared memory per block (above 48 KiB
+     * the driver refuses a launch unless the function allows it).
+     *
+     * @param function the kernel
+     * @param bytes    dynamic shared memory per block, bytes
+     */
+    public void allowDynamicShared(CUfunction function, int bytes) {
+        device.run(() -> Cuda.check(JCudaDriver.cuFuncSetAttribute(function,
+                CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes), "cuFuncSetAttribute"));
     }
 
     @Override

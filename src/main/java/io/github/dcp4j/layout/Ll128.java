@@ -165,6 +165,11 @@ public final class Ll128 {
      */
     public static final int ROW_STAGE_BYTES = 32768;
     /**
+     * Dynamic shared memory of one team of the row kernel (BLOCK_THREADS threads; a block holds one team or several):
+     * its stage, the step's LSE values and weights, and a few words (the kernel asserts that they fit).
+     */
+    public static final int ROW_SHARED_BYTES = ROW_STAGE_BYTES + 4096;
+    /**
      * Most rows in one receive tile of the tiled kernel (a block's receivers finish a tile together; the send window
      * counts tiles), and in one step of the row kernel.
      */

@@ -19,8 +19,11 @@ import io.github.dcp4j.layout.Ll128;
  * @param reloadLines   the tiled kernel's receivers load a batch's lines again once they have seen all its flags
  *                      (the row kernel's always do): on by default, since the GPU tests saw torn lines without it
  *                      (docs/PROTOCOL.md)
+ * @param teams         the row kernel: blocks of {@link Ll128#BLOCK_THREADS} threads (teams) in one hardware block,
+ *                      each with its own shared memory and barrier (blocksPerRank counts teams, and is a multiple of
+ *                      teams); the tiled kernel: 1
  */
-record GridPlan(boolean rowKernel, int blocksPerRank, int tileRows, int sendWindow, boolean reloadLines) {
+record GridPlan(boolean rowKernel, int blocksPerRank, int tileRows, int sendWindow, boolean reloadLines, int teams) {
 
     /**
      * Whether the row's lines of all {@code cp} sources fit in the row kernel's shared-memory stage, so that the row
@@ -77,19 +80,22 @@ record GridPlan(boolean rowKernel, int blocksPerRank, int tileRows, int sendWind
 
     /**
      * Overrides for kernel experiments (docs/CUDA.md), from
-     * {@code -Ddcp4j.gridPlan=window=W,tileRows=T,maxBlocks=B,reload=0|1,stream=0|1,row=N,step=S,slots=2} (stream:
+     * {@code -Ddcp4j.gridPlan=window=W,tileRows=T,maxBlocks=B,reload=0|1,stream=0|1,row=N,step=S,slots=2,teams=N}
+     * (stream:
      * -1, the default, decides by size; row: the most rows per block the row kernel takes, 0 for never; by default no
      * bound, since the row kernel is faster than the tiled one (measured) at every batch of the layer shape, up to 63
      * rows per block, docs/PERFORMANCE.md; step: the rows a row kernel block takes at once, 1..{@link
      * Ll128#MAX_TILE_ROWS}, at most what fits; 0, the default, takes {@link #DEFAULT_STEP_ROWS} where a block has
      * several rows, else 1; slots=2: calls alternate the two workspace slots also where every rank is in one launch,
      * to measure what one slot saves; by default {@link #slotMask} decides by launch, and one slot is never forced,
-     * since across launches it would let one launch overwrite lines a peer has not read yet).
+     * since across launches it would let one launch overwrite lines a peer has not read yet; teams: the row kernel's
+     * teams per block, 1..{@link #MAX_TEAMS}, at most what the GPU holds ({@link #teams}); 0, the default, lets
+     * {@link #teams} decide).
      */
     record Tuning(int sendWindow, int maxTileRows, int maxBlocks, boolean reloadLines, int streamInputs,
-                  int rowKernelRows, int stepRows, boolean twoSlots) {
+                  int rowKernelRows, int stepRows, boolean twoSlots, int teams) {
         static final Tuning DEFAULT = new Tuning(DEFAULT_SEND_WINDOW, Ll128.MAX_TILE_ROWS, Integer.MAX_VALUE, true,
-                -1, Integer.MAX_VALUE, 0, false);
+                -1, Integer.MAX_VALUE, 0, false, 0);
         static final String PROPERTY = "dcp4j.gridPlan";
 
         /** The tuning the property names, or the default; a malformed value is refused with what it got. */
@@ -107,6 +113,7 @@ record GridPlan(boolean rowKernel, int blocksPerRank, int tileRows, int sendWind
             int row = DEFAULT.rowKernelRows;
             int step = DEFAULT.stepRows;
             boolean twoSlots = DEFAULT.twoSlots;
+            int teams = DEFAULT.teams;
             for (String part : spec.split(",")) {
                 String[] kv = part.split("=", 2);
                 int value;
@@ -125,12 +132,13 @@ record GridPlan(boolean rowKernel, int blocksPerRank, int tileRows, int sendWind
                     case "row" -> row = require(key, value, 0, Integer.MAX_VALUE, spec);
                     case "step" -> step = require(key, value, 0, Ll128.MAX_TILE_ROWS, spec);
                     case "slots" -> twoSlots = require(key, value, Ll128.NUM_SLOTS, Ll128.NUM_SLOTS, spec) > 0;
+                    case "teams" -> teams = require(key, value, 0, MAX_TEAMS, spec);
                     default -> throw new IllegalArgumentException(PROPERTY + " takes window=N, tileRows=N,"
-                            + " maxBlocks=N, reload=0|1, stream=0|1, row=N, step=N and slots=2, comma-separated;"
-                            + " got '" + spec + "'");
+                            + " maxBlocks=N, reload=0|1, stream=0|1, row=N, step=N, slots=2 and teams=N,"
+                            + " comma-separated; got '" + spec + "'");
                 }
             }
-            return new Tuning(window, tileRows, blocks, reload, stream, row, step, twoSlots);
+            return new Tuning(window, tileRows, blocks, reload, stream, row, step, twoSlots, teams);
         }
 
         private static int require(String key, int value, int least, int most, String spec) {
@@ -142,28 +150,46 @@ record GridPlan(boolean rowKernel, int blocksPerRank, int tileRows, int sendWind
         }
     }
 
+    /** Most teams a tuning may ask for in one block (a block of the row kernel never holds more than fit one SM). */
+    static final int MAX_TEAMS = 8;
+
+    /**
+     * The row kernel's teams per block for a launch: {@code tuning.teams()} where set, else as many as one SM holds
+     * ({@code maxTeams}) where the launch shares the GPU with other launches of its group at the same time
+     * ({@code budget} below {@code coResident}: ranks in processes under MPS), so that an SM runs one process's blocks
+     * and translates one address space (docs/PERFORMANCE.md), else 1; never more than {@code maxTeams}.
+     */
+    static int teams(Tuning tuning, int budget, int coResident, int maxTeams) {
+        int wanted = tuning.teams() > 0 ? tuning.teams() : budget < coResident ? maxTeams : 1;
+        return Math.max(1, Math.min(wanted, maxTeams));
+    }
+
     /**
      * The plan for {@code rows} rows of {@code cp} sources and {@code dataLines} lines within {@code budget} blocks
      * per rank. The row kernel where its stage fits and no block takes more than {@code tuning.rowKernelRows()}
      * rows: a block per row while they fit the budget, else every block takes several rows in turn, {@link
-     * #stepRows} at a time. Otherwise the tiled kernel: a block per row while they fit (each row's groups are
-     * received in parallel and each block's few sends are spread over its send warps), else tiles of up to {@code
-     * tuning.maxTileRows()} rows over at most {@code budget} blocks.
+     * #stepRows} at a time; in hardware blocks of {@code teams} teams (fewer where the budget holds fewer), the blocks
+     * rounded up to a multiple of them (a team past the last row takes its ticket and nothing else). Otherwise the
+     * tiled kernel: a block per row while they fit (each row's groups are received in parallel and each block's few
+     * sends are spread over its send warps), else tiles of up to {@code tuning.maxTileRows()} rows over at most
+     * {@code budget} blocks.
      */
-    static GridPlan of(int rows, int cp, int dataLines, int budget, Tuning tuning) {
+    static GridPlan of(int rows, int cp, int dataLines, int budget, Tuning tuning, int teams) {
         int blocks = Math.max(1, Math.min(budget, tuning.maxBlocks()));
         if (tuning.rowKernelRows() > 0 && rowStageFits(cp, dataLines)
                 && Math.ceilDiv(rows, blocks) <= tuning.rowKernelRows()) {
-            int step = stepRows(rows, cp, dataLines, blocks, tuning);
-            return new GridPlan(true, Math.max(1, Math.min(Math.ceilDiv(rows, step), blocks)), step,
-                    tuning.sendWindow(), tuning.reloadLines());
+            int t = Math.max(1, Math.min(teams, blocks));
+            int within = blocks / t * t;
+            int step = stepRows(rows, cp, dataLines, within, tuning);
+            int used = Math.max(1, Math.min(Math.ceilDiv(rows, step), within));
+            return new GridPlan(true, Math.ceilDiv(used, t) * t, step, tuning.sendWindow(), tuning.reloadLines(), t);
         }
         if (rows <= blocks) {
-            return new GridPlan(false, Math.max(1, rows), 1, tuning.sendWindow(), tuning.reloadLines());
+            return new GridPlan(false, Math.max(1, rows), 1, tuning.sendWindow(), tuning.reloadLines(), 1);
         }
         int tileRows = Math.min(tuning.maxTileRows(), Math.ceilDiv(rows, blocks));
         return new GridPlan(false, Math.min(blocks, Math.ceilDiv(rows, tileRows)), tileRows, tuning.sendWindow(),
-                tuning.reloadLines());
+                tuning.reloadLines(), 1);
     }
 
     /**
@@ -174,7 +200,7 @@ record GridPlan(boolean rowKernel, int blocksPerRank, int tileRows, int sendWind
      */
     static GridPlan forVariant(int rows, int budget, Tuning tuning) {
         int blocks = Math.max(1, Math.min(budget, tuning.maxBlocks()));
-        return new GridPlan(false, Math.max(1, Math.min(rows, blocks)), 1, 0, true);
+        return new GridPlan(false, Math.max(1, Math.min(rows, blocks)), 1, 0, true, 1);
     }
 
     /**

@@ -70,7 +70,7 @@ public final class KernelCall implements LocalGroup.PreparedCall {
     private final int regionRows;
     /** The launch parameter's rank capacity (KernelAbi.RANK_CAPACITIES) of this call's kernels. */
     private final int capacity;
-    private final int grid;
+    private final KernelLaunch.Shape shape;
     private final byte[] args;
     /** The variant's launches, in order (unfused: copy, then merge), made at the first launch. */
     private List<KernelLaunch> launches;
@@ -119,16 +119,19 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         WorkspaceLayout layout = first.layout();
         GridPlan.Tuning tuning = GridPlan.Tuning.fromSystemProperty();
         this.plan = variant == Variant.LL128
-                ? GridPlan.of(first.rows(), first.cpSize(), first.row().dataLines(), blockBudget / calls.size(), tuning)
+                ? GridPlan.of(first.rows(), first.cpSize(), first.row().dataLines(), blockBudget / calls.size(), tuning,
+                        GridPlan.teams(tuning, blockBudget, kernels.coResidentBlocks(), kernels.maxRowTeams()))
                 : GridPlan.forVariant(first.rows(), blockBudget / calls.size(), tuning);
         long inputBytes = (long) calls.size() * first.rows() * first.cpSize() * first.row().dataBytes();
         this.streamInputs = GridPlan.streamInputs(inputBytes, kernels.device().l2Bytes(), tuning);
-        this.grid = plan.blocksPerRank() * calls.size();
+        int blocks = plan.blocksPerRank() * calls.size();
+        this.shape = new KernelLaunch.Shape(blocks / plan.teams(), plan.teams() * Ll128.BLOCK_THREADS,
+                plan.rowKernel() ? plan.teams() * Ll128.ROW_SHARED_BYTES : 0);
         this.slotMask = GridPlan.slotMask(calls.size(), first.cpSize(), tuning);
         // The next call's blocks may start early only where they fit beside this call's within the budget: the
         // budget is this launch's share of the GPU, so early blocks of every launch sharing the GPU never take the
         // slots a launch that has not started yet needs (its peers would wait for it until their timeouts).
-        this.earlyDependents = 2 * grid <= blockBudget;
+        this.earlyDependents = 2 * blocks <= blockBudget;
         this.checkedAtForgotten = CudaDevice.forgottenAllocations();  // read before the pointers are checked
         calls.forEach(c -> requireLocalChecks(kernels.device(), c));
         long regionBytes = this.views.getFirst().workspaceBytes();
@@ -152,6 +155,14 @@ public final class KernelCall implements LocalGroup.PreparedCall {
         return plan.blocksPerRank();
     }
 
+    /**
+     * {@return the row kernel's teams in one hardware block (GridPlan.teams; 1 for the other kernels): {@link
+     * #blocksPerRank()} counts teams}
+     */
+    public int teamsPerBlock() {
+        return plan.teams();
+    }
+
     /** {@return the variant this call runs} */
     public Variant variant() {
         return variant;
@@ -160,7 +171,8 @@ public final class KernelCall implements LocalGroup.PreparedCall {
     @Override
     public String toString() {
         return "KernelCall[variant " + variant + ", " + calls.size() + " rank(s) on " + device() + ", "
-                + plan.blocksPerRank() + " block(s) per rank" + (plan.rowKernel() ? ", row kernel" : "") + "]";
+                + plan.blocksPerRank() + " block(s) per rank" + (plan.rowKernel() ? ", row kernel" : "")
+                + (plan.teams() > 1 ? " in blocks of " + plan.teams() + " teams" : "") + "]";
     }
 
     /** {@return whether this call runs the row kernel (docs/CUDA.md), else the tiled one} */
@@ -370,22 +382,24 @@ public final class KernelCall implements LocalGroup.PreparedCall {
             if (launches == null) {
                 launches = new ArrayList<>();
                 for (CUfunction k : opKernels()) {
-                    launches.add(new KernelLaunch(k, grid, Ll128.BLOCK_THREADS, args, stream));
+                    launches.add(new KernelLaunch(k, shape, args, stream));
                 }
             }
             launches.forEach(KernelLaunch::queue);
         });
     }
 
-    /** Queues the launch floor: the empty kernel with this call's grid, block and arguments, once per kernel. */
+    /**
+     * Queues the launch floor: the empty kernel with this call's grid, blocks, shared memory and arguments, once per
+     * kernel.
+     */
     public void launchEmpty() {
         requireOpen();
         device().run(() -> {
             if (launchesEmpty == null) {
                 launchesEmpty = new ArrayList<>();
                 for (int i = 0; i < opKernels().size(); i++) {
-                    launchesEmpty.add(new KernelLaunch(kernels.empty(capacity), grid,
-                            Ll128.BLOCK_THREADS, args, stream));
+                    launchesEmpty.add(new KernelLaunch(kernels.empty(capacity), shape, args, stream));
                 }
             }
             launchesEmpty.forEach(KernelLaunch::queue);
@@ -399,7 +413,7 @@ public final class KernelCall implements LocalGroup.PreparedCall {
     void launchOnce() {
         requireOpen();
         for (CUfunction k : opKernels()) {
-            KernelLaunch.queueOnce(k, grid, Ll128.BLOCK_THREADS, args, stream);
+            KernelLaunch.queueOnce(k, shape, args, stream);
         }
     }
 

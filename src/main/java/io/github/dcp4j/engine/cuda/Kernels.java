@@ -28,17 +28,18 @@ final class Kernels implements AutoCloseable {
     private final KernelModule module;
     private final Map<String, CUfunction> kernels = new HashMap<>();
     private final int coResidentBlocks;
+    private final int maxRowTeams;
 
     Kernels(CudaDevice device) {
         this.device = device;
         this.module = KernelModule.load(device);
-        int fewest = Integer.MAX_VALUE;
+        int fewestPerSm = Integer.MAX_VALUE;
+        int fewestTeams = Integer.MAX_VALUE;
         for (int capacity : KernelAbi.RANK_CAPACITIES) {
             for (DType dtype : new DType[] {DType.FP16, DType.BF16}) {
                 for (LseMode mode : LseMode.values()) {
                     List<String> names = new ArrayList<>();
                     names.add(kernelName(dtype, mode, capacity, false));
-                    names.add(kernelName(dtype, mode, capacity, true));
                     for (Variant v : List.of(Variant.LL, Variant.SIMPLE, Variant.UNFUSED)) {
                         if (capacity == KernelAbi.RANK_CAPACITIES.getLast()) {
                             names.addAll(kernelNames(v, dtype, mode, capacity, false));
@@ -46,14 +47,33 @@ final class Kernels implements AutoCloseable {
                     }
                     for (String name : names) {
                         CUfunction f = kernels.computeIfAbsent(name, module::function);
-                        fewest = Math.min(fewest, module.coResidentBlocks(f, Ll128.BLOCK_THREADS));
+                        fewestPerSm = Math.min(fewestPerSm, module.blocksPerSm(f, Ll128.BLOCK_THREADS, 0));
                     }
+                    CUfunction row = allowTeams(kernelName(dtype, mode, capacity, true));
+                    int perSm = module.blocksPerSm(row, Ll128.BLOCK_THREADS, Ll128.ROW_SHARED_BYTES);
+                    fewestPerSm = Math.min(fewestPerSm, perSm);
+                    int teams = Math.min(perSm, module.maxBlockThreads(row) / Ll128.BLOCK_THREADS);
+                    while (teams > 1 && module.blocksPerSm(row, teams * Ll128.BLOCK_THREADS,
+                            teams * Ll128.ROW_SHARED_BYTES) < 1) {
+                        teams--;
+                    }
+                    fewestTeams = Math.min(fewestTeams, Math.max(1, teams));
                 }
             }
-            String empty = EMPTY_KERNEL + suffix(capacity);
-            kernels.put(empty, module.function(empty));
+            allowTeams(EMPTY_KERNEL + suffix(capacity));
         }
-        this.coResidentBlocks = fewest;
+        this.coResidentBlocks = fewestPerSm * device.multiprocessors();
+        this.maxRowTeams = fewestTeams;
+    }
+
+    /**
+     * Loads {@code name}, a kernel launched with the row kernel's blocks of several teams (the row kernel, or the
+     * empty one launched as it is), and lets it take as many teams' shared memory as its launch bounds allow teams.
+     */
+    private CUfunction allowTeams(String name) {
+        CUfunction f = kernels.computeIfAbsent(name, module::function);
+        module.allowDynamicShared(f, module.maxBlockThreads(f) / Ll128.BLOCK_THREADS * Ll128.ROW_SHARED_BYTES);
+        return f;
     }
 
     static String kernelName(DType dtype, LseMode mode, int capacity, boolean rowKernel) {
@@ -121,6 +141,14 @@ final class Kernels implements AutoCloseable {
      */
     int coResidentBlocks() {
         return coResidentBlocks;
+    }
+
+    /**
+     * Most teams (Ll128.BLOCK_THREADS threads each, GridPlan.teams) one block of the row kernel can hold on this GPU:
+     * as many as fit on one SM, within the kernel's launch bounds.
+     */
+    int maxRowTeams() {
+        return maxRowTeams;
     }
 
     /** Where the kernels came from (cubin for this GPU or PTX). */

@@ -372,10 +372,11 @@ class CudaLoopbackEngineTest {
      * time out; their outputs are NaN, their workspaces poisoned, the engine's status word set, and the explicit check
      * after the replay raises the first record. Replayed again, the poisoned ranks write NaN without waiting, also
      * after their epochs are forced back to the failed call's (its leftover lines would match otherwise). A reset
-     * recovers. Both kernels, and the row kernel with blocks that take several rows in turn.
+     * recovers. Both kernels, and the row kernel with blocks that take several rows in turn, and in hardware blocks
+     * of four teams.
      */
     @ParameterizedTest(name = "gridPlan {0}")
-    @ValueSource(strings = {"row=64", "row=64,maxBlocks=2", "row=64,maxBlocks=2,step=3", "row=0"})
+    @ValueSource(strings = {"row=64", "row=64,maxBlocks=2", "row=64,maxBlocks=2,step=3", "row=64,teams=4", "row=0"})
     void aTimeoutInsideAReplayedGraphPoisonsUntilTheReset(String gridPlan) {
         withGridPlan(gridPlan, this::timeoutInsideAGraph);
     }
@@ -446,11 +447,12 @@ class CudaLoopbackEngineTest {
      * before its data would merge another call's words (every weight is far from 0, so every word shows): every
      * output of every call is compared with the exact merge, bit for bit. Both kernels: the row kernel takes this
      * shape unless the grid plan says row=0, with a block per row or (maxBlocks=5) 5 blocks taking 64 rows in turn,
-     * one, two or three at once.
+     * one, two or three at once, and in hardware blocks of four teams (teams=4; with maxBlocks=8, 8 blocks taking
+     * rows in turn).
      */
     @ParameterizedTest(name = "gridPlan {0}")
     @ValueSource(strings = {"row=64", "row=64,maxBlocks=5,step=1", "row=64,maxBlocks=5,step=2",
-        "row=64,maxBlocks=5,step=3", "row=0"})
+        "row=64,maxBlocks=5,step=3", "row=64,teams=4", "row=64,maxBlocks=8,step=2,teams=4", "row=0"})
     void noTornLinesWhileEveryLineIsRewrittenAtAHighRate(String gridPlan) {
         withGridPlan(gridPlan, this::tornLines);
     }
@@ -497,10 +499,11 @@ class CudaLoopbackEngineTest {
     /**
      * The kernel's lines are the Java layout's, byte for byte: rank 1 alone sends (rank 0 never runs), and rank 0's
      * workspace then holds exactly the lines {@link Ll128Lines} describes for rank 1's slices. Both kernels, and the
-     * row kernel's one block sending both rows before it waits (maxBlocks=1).
+     * row kernel's one block sending both rows before it waits (maxBlocks=1), and its two teams in one hardware block
+     * (teams=2).
      */
     @ParameterizedTest(name = "gridPlan {0}")
-    @ValueSource(strings = {"row=64", "row=64,maxBlocks=1", "row=64,maxBlocks=1,step=2", "row=0"})
+    @ValueSource(strings = {"row=64", "row=64,maxBlocks=1", "row=64,maxBlocks=1,step=2", "row=64,teams=2", "row=0"})
     void kernelWritesTheJavaLayoutByteForByte(String gridPlan) {
         withGridPlan(gridPlan, this::javaLayout);
     }
@@ -508,13 +511,14 @@ class CudaLoopbackEngineTest {
     /**
      * The row kernel with fewer blocks than rows, so that each block takes several rows in turn (one block, a few,
      * all rows but one), one to four at once (step; the last step of a block often shorter), at several group
-     * sizes, calls of decreasing row counts on one workspace: every output is the exact merge, bit for bit; at
-     * head_dim 1024 a row's lines fill more than half of the stage, so a step of 2 is taken one row at a time.
+     * sizes, calls of decreasing row counts on one workspace, also in hardware blocks of several teams (teams, the
+     * blocks rounded up to a multiple of them): every output is the exact merge, bit for bit; at head_dim 1024 a
+     * row's lines fill more than half of the stage, so a step of 2 is taken one row at a time.
      */
     @ParameterizedTest(name = "cp {0}, maxBlocks {1}, head_dim {2}, {3}")
     @CsvSource({"2, 1, 512, 'step=1'", "2, 2, 512, 'step=4'", "8, 3, 512, 'step=1'", "8, 3, 512, 'step=2'",
         "8, 3, 512, 'step=3'", "8, 23, 512, 'step=2'", "13, 5, 512, 'step=2'", "8, 3, 1024, 'step=1'",
-        "8, 3, 1024, 'step=2'"})
+        "8, 3, 1024, 'step=2'", "8, 8, 512, 'step=2,teams=4'", "13, 4, 512, 'step=3,teams=2'"})
     void rowKernelBlocksTakingSeveralRowsInTurnMatchTheExactMerge(int cp, int maxBlocks, int headDim, String steps) {
         withGridPlan("row=64,maxBlocks=" + maxBlocks + "," + steps, () -> {
             int heads = 3;
@@ -532,7 +536,9 @@ class CudaLoopbackEngineTest {
                         int lines = spec.layout().row().dataLines();
                         int stepRows = GridPlan.stepRows(rows, cp, lines, maxBlocks,
                                 GridPlan.Tuning.fromSystemProperty());
-                        assertEquals(Math.min(maxBlocks, Math.ceilDiv(rows, stepRows)), call.blocksPerRank());
+                        int teams = call.teamsPerBlock();
+                        assertEquals(Math.ceilDiv(Math.min(maxBlocks, Math.ceilDiv(rows, stepRows)), teams) * teams,
+                                call.blocksPerRank());
                         call.run();
                         call.readOutputs();
                     }
