@@ -4,7 +4,7 @@ import io.github.dcp4j.cuda.Cuda;
 import io.github.dcp4j.engine.GroupProvider;
 import io.github.dcp4j.engine.LocalGroup;
 import io.github.dcp4j.engine.cpu.CpuEngine;
-import io.github.dcp4j.engine.cuda.CudaLoopbackEngine;
+import io.github.dcp4j.engine.cuda.CudaGroup;
 import io.github.dcp4j.engine.cuda.CudaRankEngine;
 import io.github.dcp4j.engine.cuda.RankSetup;
 import io.github.dcp4j.op.Variant;
@@ -131,7 +131,7 @@ public final class Engines {
      */
     public static LocalGroup openGroup(Choice choice, WorkspaceSpec spec, Duration timeout, Variant variant) {
         return switch (requireRuns(choice, variant)) {
-            case CUDA -> CudaLoopbackEngine.open(0, spec, timeout, variant);
+            case CUDA -> CudaGroup.open(0, spec, timeout, variant);
             case TORNADO -> {
                 Optional<String> why = unavailable(Choice.TORNADO);
                 if (why.isPresent()) {

@@ -3,7 +3,7 @@ package io.github.dcp4j.bench;
 import io.github.dcp4j.cuda.CudaDevice;
 import io.github.dcp4j.cuda.CudaStream;
 import io.github.dcp4j.cuda.DeviceBuffer;
-import io.github.dcp4j.engine.cuda.CudaLoopbackEngine;
+import io.github.dcp4j.engine.cuda.CudaGroup;
 import io.github.dcp4j.engine.cuda.KernelCall;
 import io.github.dcp4j.op.DeviceTensor;
 import io.github.dcp4j.op.Tensor;
@@ -16,7 +16,7 @@ import java.lang.foreign.Arena;
 import java.time.Duration;
 import java.util.List;
 
-/** Every rank in one launch on one GPU ({@link CudaLoopbackEngine}), in the case's protocol variant. */
+/** Every rank in one launch on one GPU ({@link CudaGroup}), in the case's protocol variant. */
 public final class LoopbackDeployment implements Deployment {
     private final CudaDevice device;
     private final Duration timeout;
@@ -57,7 +57,7 @@ public final class LoopbackDeployment implements Deployment {
         BenchInputs in = BenchInputs.all(c, arena);
         WorkspaceSpec spec = BenchInputs.spec(c);
         List<DeviceBuffer> buffers = new ArrayList<>();
-        CudaLoopbackEngine engine = CudaLoopbackEngine.open(device, spec, timeout, c.variant());
+        CudaGroup engine = CudaGroup.open(device, spec, timeout, c.variant());
         CudaStream stream = null;
         try {
             stream = new CudaStream(device);

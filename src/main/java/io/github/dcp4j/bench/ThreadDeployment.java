@@ -1,7 +1,7 @@
 package io.github.dcp4j.bench;
 
 import io.github.dcp4j.cuda.CudaDevice;
-import io.github.dcp4j.engine.cuda.CudaPeerGroup;
+import io.github.dcp4j.engine.cuda.CudaGroup;
 import io.github.dcp4j.engine.cuda.KernelCall;
 import io.github.dcp4j.op.WorkspaceSpec;
 
@@ -11,7 +11,7 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 
-/** Every rank in this JVM, rank r on GPU r mod the GPU count, one launch per GPU ({@link CudaPeerGroup}). */
+/** Every rank in this JVM, rank r on GPU r mod the GPU count, one launch per GPU ({@link CudaGroup}). */
 public final class ThreadDeployment implements Deployment {
     private final List<CudaDevice> gpus;
     private final Duration timeout;
@@ -60,9 +60,9 @@ public final class ThreadDeployment implements Deployment {
     public Prepared prepare(Benchmark.Case c, Arena arena) {
         BenchInputs in = BenchInputs.all(c, arena);
         WorkspaceSpec spec = BenchInputs.spec(c);
-        CudaPeerGroup group = CudaPeerGroup.open(rankDevices(c.cp()), spec, timeout);
+        CudaGroup group = CudaGroup.open(rankDevices(c.cp()), spec, timeout);
         try {
-            CudaPeerGroup.Prepared call = group.prepare(in.partialO(), in.partialLse(), in.out(), BenchInputs.MODE);
+            CudaGroup.Prepared call = group.prepare(in.partialO(), in.partialLse(), in.out(), BenchInputs.MODE);
             return new Lanes(call.launches(), () -> {
                 call.launches().forEach(KernelCall::checkStatus);
                 call.readOutputs();

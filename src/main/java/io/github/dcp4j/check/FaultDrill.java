@@ -7,7 +7,7 @@ import io.github.dcp4j.cuda.CudaStream;
 import io.github.dcp4j.engine.PeerFailedException;
 import io.github.dcp4j.engine.PeerTimeoutException;
 import io.github.dcp4j.engine.cpu.CpuEngine;
-import io.github.dcp4j.engine.cuda.CudaLoopbackEngine;
+import io.github.dcp4j.engine.cuda.CudaGroup;
 import io.github.dcp4j.engine.cuda.CudaRankEngine;
 import io.github.dcp4j.engine.cuda.KernelCall;
 import io.github.dcp4j.engine.cuda.RankSetup;
@@ -314,8 +314,8 @@ public final class FaultDrill {
         int cp = LOOPBACK_RANKS;
         WorkspaceSpec ws = specOf(STARVE_BATCH, cp);
         try (Arena arena = Arena.ofShared();
-             CudaLoopbackEngine engine = CudaLoopbackEngine.open(0, ws, timeout);
-             CudaStream stream = new CudaStream(engine.device())) {
+             CudaGroup engine = CudaGroup.open(0, ws, timeout);
+             CudaStream stream = new CudaStream(engine.gpus().getFirst())) {
             GroupInputs g = inputs(arena, STARVE_BATCH, cp);
             List<TensorView> expected = expected(g, ws);
             List<TensorView> outs = g.partialO().stream().map(p -> output(arena, p)).toList();

@@ -5,7 +5,7 @@ import io.github.dcp4j.cuda.Cuda;
 import io.github.dcp4j.cuda.CudaGraph;
 import io.github.dcp4j.cuda.CudaStream;
 import io.github.dcp4j.engine.cpu.CpuEngine;
-import io.github.dcp4j.engine.cuda.CudaLoopbackEngine;
+import io.github.dcp4j.engine.cuda.CudaGroup;
 import io.github.dcp4j.engine.cuda.CudaRankEngine;
 import io.github.dcp4j.engine.cuda.KernelCall;
 import io.github.dcp4j.engine.cuda.RankSetup;
@@ -153,9 +153,9 @@ public final class Soak {
     /** Ranks in one launch: every rank's outputs are checked. */
     private Result loopback(int cp) {
         try (Arena arena = Arena.ofShared();
-             CudaLoopbackEngine engine = CudaLoopbackEngine.open(0, specOf(cp), timeout);
-             CudaStream stream = new CudaStream(engine.device())) {
-            String where = "loopback, " + cp + " ranks in one launch on " + engine.device();
+             CudaGroup engine = CudaGroup.open(0, specOf(cp), timeout);
+             CudaStream stream = new CudaStream(engine.gpus().getFirst())) {
+            String where = "loopback, " + cp + " ranks in one launch on " + engine.gpus().getFirst();
             List<Integer> ranks = new ArrayList<>();
             for (int r = 0; r < cp; r++) {
                 ranks.add(r);

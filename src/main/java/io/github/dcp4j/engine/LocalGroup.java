@@ -14,8 +14,8 @@ import java.util.List;
 import java.util.Objects;
 
 /**
- * Every rank of a group in this process: the CPU engine (ranks as threads) or the CUDA engine in loopback (ranks as
- * slices of one launch on one GPU). One call takes one input per rank, in rank order.
+ * Every rank of a group in this process: the CPU engine (ranks as threads) or the CUDA engine's group (the ranks on
+ * each GPU as slices of one launch there). One call takes one input per rank, in rank order.
  */
 public interface LocalGroup extends AutoCloseable {
 

@@ -9,9 +9,10 @@ import java.util.List;
 import java.util.Objects;
 
 /**
- * One JVM driving several GPUs, rank r on {@code devices.get(r)}: every rank's workspace is a zeroed buffer on its own
- * GPU, and peer access is enabled between every pair of distinct GPUs (refused with a clear error, before anything is
- * allocated, where the driver reports no peer access). Ranks may share a GPU (no peer access is needed between them).
+ * One JVM driving its group's GPUs, rank r on {@code devices.get(r)}: every rank's workspace is a zeroed buffer on its
+ * own GPU, and peer access is enabled between every pair of distinct GPUs (refused with a clear error, before anything
+ * is allocated, where the driver reports no peer access). Ranks may share a GPU (no peer access is needed between
+ * them): loopback is every rank on one GPU.
  * Peer access this group enabled is disabled again on close; access the application had enabled stays.
  */
 public final class PeerAccessWorkspaces implements AutoCloseable {

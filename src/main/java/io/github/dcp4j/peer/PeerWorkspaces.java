@@ -10,9 +10,9 @@ import java.util.function.IntToLongFunction;
  * valid in this process on {@link #device()}, and the offset of the workspace inside every such buffer (the
  * reference's buffer pointers and {@code get_offset()}). Rank d's workspace is at {@code baseAddress(d) + offset()}.
  *
- * <p>Providers: {@link LoopbackWorkspaces} (all ranks on one GPU, one process), {@link IpcWorkspaces} (one process
- * per rank, CUDA IPC), {@link PeerAccessWorkspaces} (one JVM, one rank per GPU), {@link ExternalWorkspaces} (the
- * application's own symmetric memory). Whoever created a view owns the memory behind it.
+ * <p>Providers: {@link PeerAccessWorkspaces} (one JVM, rank r on {@code devices[r]}: loopback where every rank is on
+ * one GPU), {@link IpcWorkspaces} (one process per rank, CUDA IPC), {@link ExternalWorkspaces} (the application's own
+ * symmetric memory). Whoever created a view owns the memory behind it.
  */
 public interface PeerWorkspaces {
 

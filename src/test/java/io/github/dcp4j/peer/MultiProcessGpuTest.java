@@ -7,7 +7,7 @@ import io.github.dcp4j.cuda.Cuda;
 import io.github.dcp4j.cuda.CudaDevice;
 import io.github.dcp4j.cuda.DeviceBuffer;
 import io.github.dcp4j.engine.cpu.CpuEngine;
-import io.github.dcp4j.engine.cuda.CudaPeerGroup;
+import io.github.dcp4j.engine.cuda.CudaGroup;
 import io.github.dcp4j.engine.cuda.CudaRankEngine;
 import io.github.dcp4j.op.DType;
 import io.github.dcp4j.op.LseMode;
@@ -329,7 +329,7 @@ class MultiProcessGpuTest {
         }
     }
 
-    /** The in-process peer group with every rank on GPU 0: one launch per rank, side by side on one GPU. */
+    /** The in-process group with every rank on GPU 0, opened over a list of devices: one launch for all of them. */
     @Test
     void peerGroupWithRanksSharingOneGpuMatchesTheCpuEngine() {
         requireGpus(1);
@@ -379,7 +379,7 @@ class MultiProcessGpuTest {
             }
             WorkspaceSpec spec = new WorkspaceSpec(3, 2, cp, 512, DType.BF16);
             Tensors.Group g = Tensors.strided(arena, new SplittableRandom(78), 3, 2, cp, 512, DType.BF16, 3.0);
-            try (CudaPeerGroup group = CudaPeerGroup.open(byRank, spec, Duration.ofSeconds(10));
+            try (CudaGroup group = CudaGroup.open(byRank, spec, Duration.ofSeconds(10));
                  CpuEngine cpu = CpuEngine.open(spec)) {
                 List<TensorView> got = null;
                 for (int call = 0; call < 3; call++) {

@@ -133,7 +133,7 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
         Objects.requireNonNull(view, "view");
         Objects.requireNonNull(variants, "variants");
         Objects.requireNonNull(rendezvous, "rendezvous");
-        CudaLoopbackEngine.requirePositive(timeout);
+        CudaGroup.requirePositive(timeout);
         if (ranksSharingGpu < 1) {
             throw new IllegalArgumentException("ranks sharing the GPU must be >= 1; got " + ranksSharingGpu);
         }
@@ -204,7 +204,7 @@ public final class CudaRankEngine implements RankWorkspace, AutoCloseable {
 
     @Override
     public String engineName() {
-        return CudaLoopbackEngine.NAME;
+        return CudaGroup.NAME;
     }
 
     /** {@return the variant the engine was opened for (auto: each call's own is its KernelCall's)} */

@@ -1,5 +1,5 @@
 /**
- * The CUDA engine: prepared kernel launches for one or more ranks, loopback (every rank on one GPU), one rank per
- * process over CUDA IPC, and one JVM driving every GPU (docs/CUDA.md).
+ * The CUDA engine: prepared kernel launches for one or more ranks, every rank of a group in one JVM (over one GPU,
+ * loopback, or several), and one rank per process over CUDA IPC (docs/CUDA.md).
  */
 package io.github.dcp4j.engine.cuda;

@@ -137,7 +137,7 @@ class DeviceTensorGpuTest {
     void stridedDeviceViewsOfAttentionOutputsGiveTheCpuEnginesOutputBitForBit() {
         int cp = 4;
         WorkspaceSpec spec = new WorkspaceSpec(3, 4, cp, 128, DType.BF16);
-        try (Arena arena = Arena.ofShared(); CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, spec)) {
+        try (Arena arena = Arena.ofShared(); CudaGroup gpu = CudaGroup.open(device, spec)) {
             Tensors.Group g = Tensors.strided(arena, new SplittableRandom(41), 3, 4, cp, 128, DType.BF16, 3.0);
             List<DeviceTensor> out = deviceOutputs(arena, g);
             gpu.reduceAll(toDevice(g.partialO()), toDevice(g.partialLse()), out, LseMode.BASE2);
@@ -149,7 +149,7 @@ class DeviceTensorGpuTest {
     void hostAndDeviceTensorsMixInOneCall() {
         int cp = 2;
         WorkspaceSpec spec = new WorkspaceSpec(2, 2, cp, 64, DType.FP16);
-        try (Arena arena = Arena.ofShared(); CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, spec)) {
+        try (Arena arena = Arena.ofShared(); CudaGroup gpu = CudaGroup.open(device, spec)) {
             Tensors.Group g = Tensors.packed(arena, new SplittableRandom(42), 2, 2, cp, 64, DType.FP16, 3.0);
             List<TensorView> out = Tensors.outputs(arena, g);
             gpu.reduceAll(toDevice(g.partialO()), g.partialLse(), out, LseMode.BASEE);
@@ -165,7 +165,7 @@ class DeviceTensorGpuTest {
         int cp = 8;
         WorkspaceSpec spec = new WorkspaceSpec(2, 16, cp, 512, DType.BF16);
         CudaStream stream = callerStream();
-        try (Arena arena = Arena.ofShared(); CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, spec)) {
+        try (Arena arena = Arena.ofShared(); CudaGroup gpu = CudaGroup.open(device, spec)) {
             SplittableRandom random = new SplittableRandom(43);
             for (int call = 0; call < 3; call++) {
                 Tensors.Group g = Tensors.strided(arena, random, 2, 16, cp, 512, DType.BF16, 3.0);
@@ -186,7 +186,7 @@ class DeviceTensorGpuTest {
         int cp = 4;
         WorkspaceSpec spec = new WorkspaceSpec(1, 8, cp, 128, DType.BF16);
         CudaStream stream = callerStream();
-        try (Arena arena = Arena.ofShared(); CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, spec)) {
+        try (Arena arena = Arena.ofShared(); CudaGroup gpu = CudaGroup.open(device, spec)) {
             SplittableRandom random = new SplittableRandom(48);
             Tensors.Group first = Tensors.strided(arena, random, 1, 8, cp, 128, DType.BF16, 3.0);
             List<DeviceTensor> o = toDevice(first.partialO());
@@ -222,7 +222,7 @@ class DeviceTensorGpuTest {
         int headDim = 256;
         WorkspaceSpec spec = new WorkspaceSpec(tokens, heads, cp, headDim, DType.BF16);
         CudaStream stream = callerStream();
-        try (Arena arena = Arena.ofShared(); CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, spec)) {
+        try (Arena arena = Arena.ofShared(); CudaGroup gpu = CudaGroup.open(device, spec)) {
             SplittableRandom random = new SplittableRandom(44);
             Tensors.Group first = Tensors.strided(arena, random, tokens, heads, cp, headDim, DType.BF16, 3.0);
             // the op's inputs, and the caller's staging buffers its own work copies them from at every replay
@@ -276,7 +276,7 @@ class DeviceTensorGpuTest {
     void devicePointersTheDriverDoesNotVouchForAreRefusedBeforeAnyLaunch() {
         int cp = 2;
         WorkspaceSpec spec = new WorkspaceSpec(1, 2, cp, 64, DType.BF16);
-        try (Arena arena = Arena.ofShared(); CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, spec)) {
+        try (Arena arena = Arena.ofShared(); CudaGroup gpu = CudaGroup.open(device, spec)) {
             Tensors.Group g = Tensors.packed(arena, new SplittableRandom(45), 1, 2, cp, 64, DType.BF16, 3.0);
             List<DeviceTensor> o = toDevice(g.partialO());
             List<DeviceTensor> lse = toDevice(g.partialLse());
@@ -321,7 +321,7 @@ class DeviceTensorGpuTest {
         int cp = 2;
         WorkspaceSpec spec = new WorkspaceSpec(1, 2, cp, 64, DType.BF16);
         ExecutorService other = Executors.newSingleThreadExecutor();
-        try (Arena arena = Arena.ofShared(); CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, spec)) {
+        try (Arena arena = Arena.ofShared(); CudaGroup gpu = CudaGroup.open(device, spec)) {
             Tensors.Group g = Tensors.packed(arena, new SplittableRandom(46), 1, 2, cp, 64, DType.BF16, 3.0);
             List<DeviceTensor> o = toDevice(g.partialO());
             List<DeviceTensor> lse = toDevice(g.partialLse());
@@ -358,7 +358,7 @@ class DeviceTensorGpuTest {
         }
     }
 
-    private static void assertRefused(CudaLoopbackEngine gpu, List<DeviceTensor> o, List<DeviceTensor> lse,
+    private static void assertRefused(CudaGroup gpu, List<DeviceTensor> o, List<DeviceTensor> lse,
                                       List<DeviceTensor> out, String argument, String why) {
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
                 () -> gpu.reduceAll(o, lse, out, LseMode.BASE2), why);
@@ -370,7 +370,7 @@ class DeviceTensorGpuTest {
         int cp = 2;
         WorkspaceSpec spec = new WorkspaceSpec(1, 1, cp, 64, DType.BF16);
         CudaStream stream = callerStream();
-        try (Arena arena = Arena.ofShared(); CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, spec)) {
+        try (Arena arena = Arena.ofShared(); CudaGroup gpu = CudaGroup.open(device, spec)) {
             Tensors.Group g = Tensors.packed(arena, new SplittableRandom(46), 1, 1, cp, 64, DType.BF16, 3.0);
             IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> gpu.enqueue(
                     toDevice(g.partialO()), g.partialLse(), deviceOutputs(arena, g), LseMode.BASE2, stream));
@@ -381,22 +381,29 @@ class DeviceTensorGpuTest {
         }
     }
 
+    /** The group opened over a list of devices, every rank on one GPU: its prepared call and its eager call. */
     @Test
-    void thePeerGroupTakesDeviceTensorsOnTheCallersStream() {
+    void theGroupOverAListOfDevicesTakesDeviceTensorsOnTheCallersStream() {
         int cp = 2;
         WorkspaceSpec spec = new WorkspaceSpec(2, 4, cp, 128, DType.BF16);
         CudaStream stream = callerStream();
         try (Arena arena = Arena.ofShared();
-             CudaPeerGroup group = CudaPeerGroup.open(List.of(device, device), spec,
-                     CudaLoopbackEngine.DEFAULT_TIMEOUT)) {
+             CudaGroup group = CudaGroup.open(List.of(device, device), spec, CudaGroup.DEFAULT_TIMEOUT)) {
             Tensors.Group g = Tensors.strided(arena, new SplittableRandom(47), 2, 4, cp, 128, DType.BF16, 3.0);
             List<DeviceTensor> out = deviceOutputs(arena, g);
-            try (CudaPeerGroup.Prepared call = group.prepare(toDevice(g.partialO()), toDevice(g.partialLse()), out,
+            try (CudaGroup.Prepared call = group.prepare(toDevice(g.partialO()), toDevice(g.partialLse()), out,
                     LseMode.BASE2, Map.of(device, stream))) {
+                assertEquals(1, call.launches().size(), "ranks on one GPU share one launch");
                 assertEquals(stream.address(), call.launches().getFirst().stream().address());
                 call.run();
             }
-            assertBitsEqual(arena, expected(g, spec, LseMode.BASE2), out, "peer group");
+            assertBitsEqual(arena, expected(g, spec, LseMode.BASE2), out, "prepared on a list of devices");
+            List<DeviceTensor> eagerOut = deviceOutputs(arena, g);
+            group.enqueue(toDevice(g.partialO()), toDevice(g.partialLse()), eagerOut, LseMode.BASE2,
+                    Map.of(device, stream));
+            stream.synchronize();
+            group.checkStatus();
+            assertBitsEqual(arena, expected(g, spec, LseMode.BASE2), eagerOut, "enqueued on a list of devices");
         } finally {
             destroy(stream);
         }
@@ -451,7 +458,7 @@ class DeviceTensorGpuTest {
                     try (Rendezvous rv = new DirectoryRendezvous(dir, "device-tensors", secret, rank, cp,
                             Duration.ofSeconds(30));
                          CudaRankEngine engine = CudaRankEngine.open(new ExternalWorkspaces(own, rank, workspaces, 0,
-                                 spec.bytes()), rv, CudaLoopbackEngine.DEFAULT_TIMEOUT, cp);
+                                 spec.bytes()), rv, CudaGroup.DEFAULT_TIMEOUT, cp);
                          KernelCall call = engine.prepare(o.get(rank), lse.get(rank), out.get(rank), rank, cp,
                                  LseMode.BASE2, stream);
                          CudaGraph graph = CudaGraph.capture(stream, () -> {

@@ -40,8 +40,8 @@ import java.util.SplittableRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 
-import static io.github.dcp4j.engine.cuda.CudaLoopbackEngineTest.assertEveryElementNaN;
-import static io.github.dcp4j.engine.cuda.CudaLoopbackEngineTest.callAndCheck;
+import static io.github.dcp4j.engine.cuda.CudaGroupTest.assertEveryElementNaN;
+import static io.github.dcp4j.engine.cuda.CudaGroupTest.callAndCheck;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -78,12 +78,12 @@ class VariantsGpuTest {
         }
     }
 
-    static CudaLoopbackEngine open(Variant variant, WorkspaceSpec spec, Duration timeout) {
-        return CudaLoopbackEngine.open(device, spec, timeout, variant, MIXED);
+    static CudaGroup open(Variant variant, WorkspaceSpec spec, Duration timeout) {
+        return CudaGroup.open(device, spec, timeout, variant, MIXED);
     }
 
-    static CudaLoopbackEngine open(Variant variant, WorkspaceSpec spec) {
-        return open(variant, spec, CudaLoopbackEngine.DEFAULT_TIMEOUT);
+    static CudaGroup open(Variant variant, WorkspaceSpec spec) {
+        return open(variant, spec, CudaGroup.DEFAULT_TIMEOUT);
     }
 
     static Stream<Arguments> variantsAndCases() {
@@ -95,7 +95,7 @@ class VariantsGpuTest {
     @MethodSource("variantsAndCases")
     void conformanceCase(Variant variant, ConformanceCases.Case c) {
         int cp = 4;
-        try (Arena arena = Arena.ofShared(); CudaLoopbackEngine gpu = open(variant, c.spec(cp))) {
+        try (Arena arena = Arena.ofShared(); CudaGroup gpu = open(variant, c.spec(cp))) {
             for (int call = 0; call < c.tokens().size(); call++) {
                 Tensors.Group g = Tensors.of(c.inputs(arena, ConformanceCases.SEED, cp, call));
                 List<TensorView> out = callAndCheck(gpu, arena, g, c.mode());
@@ -124,7 +124,7 @@ class VariantsGpuTest {
                         List<short[]> first = null;
                         for (Variant v : Variant.values()) {
                             List<short[]> bits = new ArrayList<>();
-                            try (CudaLoopbackEngine gpu = open(v, spec)) {
+                            try (CudaGroup gpu = open(v, spec)) {
                                 for (TensorView o : callAndCheck(gpu, arena, g, mode)) {
                                     bits.add(Tensors.bits(o));
                                 }
@@ -150,15 +150,16 @@ class VariantsGpuTest {
         int heads = 4;
         int headDim = 64;  // 2 KiB per rank and token: ll at 1 token, ll128 at 2 to 31, simple from 32
         try (Arena arena = Arena.ofShared();
-             CudaLoopbackEngine gpu = open(Variant.AUTO, new WorkspaceSpec(32, heads, cp, headDim, DType.BF16))) {
+             CudaGroup gpu = open(Variant.AUTO, new WorkspaceSpec(32, heads, cp, headDim, DType.BF16))) {
             SplittableRandom random = new SplittableRandom();
             List<Variant> seen = new ArrayList<>();
             for (int tokens : new int[] {32, 1, 4, 16, 1, 32, 2, 1, 20, 3}) {
                 Variant v = gpu.variantFor(tokens * heads, headDim, DType.BF16);
                 seen.add(v);
                 Tensors.Group g = Tensors.packed(arena, random, tokens, heads, cp, headDim, DType.BF16, 3.0);
-                try (KernelCall call = (KernelCall) gpu.prepare(g.partialO(), g.partialLse(),
+                try (CudaGroup.Prepared prepared = gpu.prepare(g.partialO(), g.partialLse(),
                         Tensors.outputs(arena, g), LseMode.BASE2)) {
+                    KernelCall call = prepared.launches().getFirst();
                     assertEquals(v, call.variant());
                     assertTrue(call.toString().contains("variant " + v), call.toString());
                 }
@@ -174,7 +175,7 @@ class VariantsGpuTest {
     void callCounterReuseAndWrapWithTheDeviceCounterForced(Variant variant) {
         int cp = 4;
         try (Arena arena = Arena.ofShared();
-             CudaLoopbackEngine gpu = open(variant, new WorkspaceSpec(8, 2, cp, 128, DType.BF16))) {
+             CudaGroup gpu = open(variant, new WorkspaceSpec(8, 2, cp, 128, DType.BF16))) {
             SplittableRandom random = new SplittableRandom();
             for (int i = 0; i < 3; i++) {
                 gpu.forceEpoch(10);
@@ -200,7 +201,7 @@ class VariantsGpuTest {
     void sixteenCallsInOneGraphReplayed(Variant variant) {
         int cp = 4;
         try (Arena arena = Arena.ofShared();
-             CudaLoopbackEngine gpu = open(variant, new WorkspaceSpec(4, 16, cp, 512, DType.BF16));
+             CudaGroup gpu = open(variant, new WorkspaceSpec(4, 16, cp, 512, DType.BF16));
              CudaStream stream = new CudaStream(device)) {
             SplittableRandom random = new SplittableRandom();
             List<Tensors.Group> cases = new ArrayList<>();
@@ -241,7 +242,7 @@ class VariantsGpuTest {
         int cp = 8;
         WorkspaceSpec spec = new WorkspaceSpec(2, 2, cp, 64, DType.BF16);
         int[] without5 = {0, 1, 2, 3, 4, 6, 7};
-        try (Arena arena = Arena.ofShared(); CudaLoopbackEngine gpu = open(variant, spec, Duration.ofMillis(500));
+        try (Arena arena = Arena.ofShared(); CudaGroup gpu = open(variant, spec, Duration.ofMillis(500));
              CudaStream stream = new CudaStream(device)) {
             Tensors.Group g = Tensors.packed(arena, new SplittableRandom(), 2, 2, cp, 64, DType.BF16, 3.0);
             List<TensorView> out = Tensors.outputs(arena, g);
@@ -301,7 +302,7 @@ class VariantsGpuTest {
         int headDim = 64;  // 2 KiB per rank and token: ll128 at 2 tokens, simple at 32
         WorkspaceSpec spec = new WorkspaceSpec(32, heads, cp, headDim, DType.BF16);
         int[] without3 = {0, 1, 2};
-        try (Arena arena = Arena.ofShared(); CudaLoopbackEngine gpu = open(Variant.AUTO, spec, Duration.ofMillis(500));
+        try (Arena arena = Arena.ofShared(); CudaGroup gpu = open(Variant.AUTO, spec, Duration.ofMillis(500));
              CudaStream stream = new CudaStream(device)) {
             SplittableRandom random = new SplittableRandom();
             Tensors.Group small = Tensors.packed(arena, random, 2, heads, cp, headDim, DType.BF16, 3.0);
@@ -345,7 +346,7 @@ class VariantsGpuTest {
     void betweenCallsEveryFlagIsZero(Variant variant) {
         int cp = 3;
         WorkspaceSpec spec = new WorkspaceSpec(4, 2, cp, 200, DType.FP16);
-        try (Arena arena = Arena.ofShared(); CudaLoopbackEngine gpu = open(variant, spec)) {
+        try (Arena arena = Arena.ofShared(); CudaGroup gpu = open(variant, spec)) {
             SplittableRandom random = new SplittableRandom();
             MemorySegment ws = arena.allocate(variant.workspaceBytes(spec), 128);
             ValueLayout.OfInt u32 = ValueLayout.JAVA_INT.withOrder(ByteOrder.LITTLE_ENDIAN);

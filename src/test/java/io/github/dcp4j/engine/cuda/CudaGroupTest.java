@@ -56,7 +56,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  */
 @Tag("gpu")
 @Timeout(value = 300, unit = TimeUnit.SECONDS)
-class CudaLoopbackEngineTest {
+class CudaGroupTest {
     private static CudaDevice device;
 
     @BeforeAll
@@ -122,7 +122,7 @@ class CudaLoopbackEngineTest {
     @MethodSource("conformance")
     void conformanceCase(ConformanceCases.Case c) {
         int cp = 4;
-        try (Arena arena = Arena.ofShared(); CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, c.spec(cp))) {
+        try (Arena arena = Arena.ofShared(); CudaGroup gpu = CudaGroup.open(device, c.spec(cp))) {
             for (int call = 0; call < c.tokens().size(); call++) {
                 assertEquals(call, gpu.epoch(0), "the device-side counter before call " + call);
                 Tensors.Group g = Tensors.of(c.inputs(arena, ConformanceCases.SEED, cp, call));
@@ -142,7 +142,7 @@ class CudaLoopbackEngineTest {
     @MethodSource("dtypesAndModes")
     void singleRankIsTheIdentity(DType dtype, LseMode mode) {
         try (Arena arena = Arena.ofShared();
-             CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, new WorkspaceSpec(3, 4, 1, 128, dtype))) {
+             CudaGroup gpu = CudaGroup.open(device, new WorkspaceSpec(3, 4, 1, 128, dtype))) {
             Tensors.Group g = Tensors.packed(arena, new SplittableRandom(1), 3, 4, 1, 128, dtype, 5.0);
             List<TensorView> out = gpu.reduceAll(g.partialO(), g.partialLse(), mode);
             assertArrayEquals(Tensors.bits(g.partialO().getFirst()), Tensors.bits(out.getFirst()));
@@ -157,7 +157,7 @@ class CudaLoopbackEngineTest {
         SplittableRandom random = new SplittableRandom(2);
         for (int headDim = 8; headDim * 2 <= Ll128.MAX_ROW_DATA_BYTES; headDim += 8) {
             try (Arena arena = Arena.ofShared();
-                 CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, new WorkspaceSpec(1, 1, 2, headDim, dtype))) {
+                 CudaGroup gpu = CudaGroup.open(device, new WorkspaceSpec(1, 1, 2, headDim, dtype))) {
                 Tensors.Group g = Tensors.packed(arena, random, 1, 1, 2, headDim, dtype, 2.0);
                 List<TensorView> out = gpu.reduceAll(g.partialO(), g.partialLse(), LseMode.BASE2);
                 for (int r = 0; r < 2; r++) {
@@ -177,7 +177,7 @@ class CudaLoopbackEngineTest {
         int cp = 3;
         WorkspaceSpec spec = new WorkspaceSpec(4, 2, cp, 200, DType.FP16);
         WorkspaceLayout layout = spec.layout();
-        try (Arena arena = Arena.ofShared(); CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, spec)) {
+        try (Arena arena = Arena.ofShared(); CudaGroup gpu = CudaGroup.open(device, spec)) {
             SplittableRandom random = new SplittableRandom(13);
             MemorySegment ws = arena.allocate(spec.bytes(), Ll128.LINE_BYTES);
             for (int call = 0; call < 5; call++) {
@@ -217,7 +217,7 @@ class CudaLoopbackEngineTest {
     void callCounterReuseAndWrapWithTheDeviceCounterForced() {
         int cp = 4;
         try (Arena arena = Arena.ofShared();
-             CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, new WorkspaceSpec(8, 2, cp, 128, DType.BF16))) {
+             CudaGroup gpu = CudaGroup.open(device, new WorkspaceSpec(8, 2, cp, 128, DType.BF16))) {
             SplittableRandom random = new SplittableRandom(6);
             for (int i = 0; i < 3; i++) {
                 gpu.forceEpoch(10);
@@ -241,7 +241,7 @@ class CudaLoopbackEngineTest {
     @ValueSource(ints = {1, 2, 3, 8, 13, 32, 33, 64})
     void everyGroupSize(int cp) {
         try (Arena arena = Arena.ofShared();
-             CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, new WorkspaceSpec(2, 3, cp, 40, DType.FP16))) {
+             CudaGroup gpu = CudaGroup.open(device, new WorkspaceSpec(2, 3, cp, 40, DType.FP16))) {
             SplittableRandom random = new SplittableRandom(cp);
             for (int call = 0; call < 3; call++) {
                 LseMode mode = call % 2 == 0 ? LseMode.BASE2 : LseMode.BASEE;
@@ -258,7 +258,7 @@ class CudaLoopbackEngineTest {
     void manyEagerCallsOnOneWorkspace() {
         int cp = 8;
         try (Arena arena = Arena.ofShared();
-             CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, new WorkspaceSpec(4, 16, cp, 512, DType.BF16))) {
+             CudaGroup gpu = CudaGroup.open(device, new WorkspaceSpec(4, 16, cp, 512, DType.BF16))) {
             SplittableRandom random = new SplittableRandom(7);
             for (int i = 0; i < 40; i++) {
                 Tensors.Group g = Tensors.packed(arena, random, 1 + i % 4, 16, cp, 512, DType.BF16, 3.0);
@@ -276,7 +276,7 @@ class CudaLoopbackEngineTest {
     void sixteenCallsInOneGraphReplayedFiftyTimes() {
         int cp = 4;
         try (Arena arena = Arena.ofShared();
-             CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, new WorkspaceSpec(4, 16, cp, 512, DType.BF16));
+             CudaGroup gpu = CudaGroup.open(device, new WorkspaceSpec(4, 16, cp, 512, DType.BF16));
              CudaStream stream = new CudaStream(device)) {
             SplittableRandom random = new SplittableRandom(8);
             List<Tensors.Group> cases = new ArrayList<>();
@@ -310,7 +310,7 @@ class CudaLoopbackEngineTest {
     @Test
     void aSecondStreamIsRejected() {
         try (Arena arena = Arena.ofShared();
-             CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, new WorkspaceSpec(1, 1, 2, 64, DType.BF16));
+             CudaGroup gpu = CudaGroup.open(device, new WorkspaceSpec(1, 1, 2, 64, DType.BF16));
              CudaStream first = new CudaStream(device);
              CudaStream second = new CudaStream(device)) {
             Tensors.Group g = Tensors.packed(arena, new SplittableRandom(9), 1, 1, 2, 64, DType.BF16, 3.0);
@@ -330,7 +330,7 @@ class CudaLoopbackEngineTest {
         int cp = 8;
         WorkspaceSpec spec = new WorkspaceSpec(2, 2, cp, 64, DType.BF16);
         try (Arena arena = Arena.ofShared();
-             CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, spec, Duration.ofMillis(500))) {
+             CudaGroup gpu = CudaGroup.open(device, spec, Duration.ofMillis(500))) {
             Tensors.Group g = Tensors.packed(arena, new SplittableRandom(10), 2, 2, cp, 64, DType.BF16, 3.0);
             List<TensorView> out = Tensors.outputs(arena, g);
             List<ReduceCall> calls = new ArrayList<>();
@@ -386,7 +386,7 @@ class CudaLoopbackEngineTest {
         WorkspaceSpec spec = new WorkspaceSpec(2, 3, cp, 256, DType.BF16);
         int[] withoutRank2 = {0, 1, 3};
         try (Arena arena = Arena.ofShared();
-             CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, spec, Duration.ofMillis(300));
+             CudaGroup gpu = CudaGroup.open(device, spec, Duration.ofMillis(300));
              CudaStream stream = new CudaStream(device)) {
             Tensors.Group g = Tensors.packed(arena, new SplittableRandom(14), 2, 3, cp, 256, DType.BF16, 2.0);
             List<TensorView> out = Tensors.outputs(arena, g);
@@ -462,7 +462,7 @@ class CudaLoopbackEngineTest {
         int calls = 16;
         WorkspaceSpec spec = new WorkspaceSpec(4, 16, cp, 512, DType.BF16);
         try (Arena arena = Arena.ofShared();
-             CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, spec);
+             CudaGroup gpu = CudaGroup.open(device, spec);
              CudaStream stream = new CudaStream(device)) {
             SplittableRandom random = new SplittableRandom(15);
             List<KernelCall> prepared = new ArrayList<>();
@@ -524,7 +524,7 @@ class CudaLoopbackEngineTest {
             int heads = 3;
             WorkspaceSpec spec = new WorkspaceSpec(8, heads, cp, headDim, DType.BF16);
             try (Arena arena = Arena.ofShared();
-                 CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, spec);
+                 CudaGroup gpu = CudaGroup.open(device, spec);
                  CudaStream stream = new CudaStream(device)) {
                 SplittableRandom random = new SplittableRandom(31L * cp + maxBlocks);
                 for (int tokens = 8; tokens >= 5; tokens--) {
@@ -567,7 +567,7 @@ class CudaLoopbackEngineTest {
         WorkspaceSpec spec = new WorkspaceSpec(2, 1, cp, headDim, DType.BF16);
         WorkspaceLayout layout = spec.layout();
         try (Arena arena = Arena.ofShared();
-             CudaLoopbackEngine gpu = CudaLoopbackEngine.open(device, spec, Duration.ofMillis(200))) {
+             CudaGroup gpu = CudaGroup.open(device, spec, Duration.ofMillis(200))) {
             gpu.forceEpoch(6); // slot 0, flags of epoch 6
             Tensors.Group g = Tensors.packed(arena, new SplittableRandom(12), 2, 1, cp, headDim, DType.BF16, 3.0);
             List<TensorView> out = Tensors.outputs(arena, g);
