@@ -131,7 +131,11 @@ public final class CudaGroup implements LocalGroup {
             }
             ownStreams.values().forEach(s -> undo.add(s::close));
             kernels.values().forEach(k -> undo.add(k::close));
-            FirstFailure.runAll(undo.toArray(Runnable[]::new));
+            try {
+                FirstFailure.runAll(undo.toArray(Runnable[]::new));
+            } catch (RuntimeException undone) {
+                e.addSuppressed(undone);
+            }
             throw e;
         }
         this.workspaces = allocated;
