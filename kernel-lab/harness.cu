@@ -1,6 +1,7 @@
 // Lab harness: loads row-kernel cubins, runs the layer shape (cp 8, 16 heads/rank, head_dim 512, bf16, base 2,
 // inputs strided [T, H, cp, D] views of [T, cp*H, D]) in loopback, checks every output against the first cubin's
-// bit for bit and against an fp64 reference, and times graphs of `calls` launches (median of samples).
+// bit for bit and against an fp64 reference, and times graphs of `calls` launches (median of samples); for a timeline
+// build (kernel-lab/timeline.patch) it prints the stamps of one more replay's last call.
 //   harness --kernel NAME [--batches 1,2,..] [--calls 60] [--samples 30] [--step S] [--profile B] cubin...
 // --step S: the row kernel's step rows where a block has several (the tree's kernel takes 1-4);
 // --profile B: one batch, three eager calls, no timing (for Nsight Compute).
@@ -60,7 +61,37 @@ struct Kernel {
     CUmodule mod;
     CUfunction fn;
     int per_sm;
+    CUdeviceptr stamps;  // a timeline build's dcp4j_stamps[blocks][kStamps] (%globaltimer ns), else 0
+    size_t stamp_bytes;
 };
+
+// A timeline build's stamps of the last call: per stamp, the median over blocks (that wrote it) of its time after the
+// earliest block's entry (stamp 0) and after the block's own entry, in ns; stamps 34-41 are poll rounds, not times.
+static void print_timeline(const Kernel& k, int blocks) {
+    constexpr int kStamps = 64;  // timeline.patch's stamps per block
+    const size_t n = std::min(k.stamp_bytes / (kStamps * 8), (size_t)blocks);
+    std::vector<unsigned long long> st(k.stamp_bytes / 8);
+    CK(cuMemcpyDtoH(st.data(), k.stamps, k.stamp_bytes));
+    unsigned long long first = ~0ull;
+    for (size_t b = 0; b < n; ++b) first = std::min(first, st[b * kStamps]);
+    printf("# timeline %s, %zu blocks: stamp median_after_first median_after_own_entry max_after_first count\n",
+           k.path.c_str(), n);
+    for (int i = 0; i < kStamps; ++i) {
+        std::vector<double> a, o;
+        for (size_t b = 0; b < n; ++b) {
+            const unsigned long long v = st[b * kStamps + i];
+            if (v == 0) continue;
+            if (i >= 34 && i < 42) { a.push_back((double)v); o.push_back((double)v); continue; }
+            if (v < first) continue;
+            a.push_back((double)(v - first));
+            o.push_back((double)v - (double)st[b * kStamps]);
+        }
+        if (a.empty()) continue;
+        std::sort(a.begin(), a.end());
+        std::sort(o.begin(), o.end());
+        printf("#   %2d %9.0f %9.0f %9.0f %5zu\n", i, a[a.size() / 2], o[o.size() / 2], a.back(), a.size());
+    }
+}
 
 int main(int argc, char** argv) {
     std::string name = "dcp4j_ll128row_bf16_base2_r8";
@@ -106,7 +137,16 @@ int main(int argc, char** argv) {
         k.path = c;
         CK(cuModuleLoad(&k.mod, c.c_str()));
         CK(cuModuleGetFunction(&k.fn, k.mod, name.c_str()));
-        CK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&k.per_sm, k.fn, dcp4j::kBlockThreads, 0));
+        // one team per block, with the team's dynamic shared memory (Ll128.ROW_SHARED_BYTES), as KernelCall
+        // launches loopback
+        CK(cuFuncSetAttribute(k.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dcp4j::kRowSharedBytes));
+        CK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&k.per_sm, k.fn, dcp4j::kBlockThreads,
+                                                       dcp4j::kRowSharedBytes));
+        size_t stamp_bytes = 0;
+        if (cuModuleGetGlobal(&k.stamps, &stamp_bytes, k.mod, "_ZN5dcp4j12dcp4j_stampsE") != CUDA_SUCCESS) {
+            k.stamps = 0;  // dcp4j::dcp4j_stamps, defined by timeline builds alone
+        }
+        k.stamp_bytes = stamp_bytes;
         int regs, smem;
         CK(cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, k.fn));
         CK(cuFuncGetAttribute(&smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, k.fn));
@@ -227,6 +267,7 @@ int main(int argc, char** argv) {
             cfg.gridDimX = blocks * CP;
             cfg.gridDimY = cfg.gridDimZ = 1;
             cfg.blockDimX = dcp4j::kBlockThreads;
+            cfg.sharedMemBytes = dcp4j::kRowSharedBytes;
             cfg.blockDimY = cfg.blockDimZ = 1;
             cfg.hStream = stream;
             cfg.attrs = &attr;
@@ -278,6 +319,13 @@ int main(int argc, char** argv) {
                 ts.push_back(ms * 1000.f / calls);
             }
             std::sort(ts.begin(), ts.end());
+            if (k.stamps) {
+                // one more replay, the stamps cleared before it: they are its last call's
+                CK(cuMemsetD8(k.stamps, 0, k.stamp_bytes));
+                CK(cuGraphLaunch(ge, stream));
+                CK(cuStreamSynchronize(stream));
+                print_timeline(k, blocks * CP);
+            }
             // the outputs after all replays are the same call's again
             bool same_after = true;
             for (int r = 0; r < CP; ++r) {

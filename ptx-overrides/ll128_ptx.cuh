@@ -114,6 +114,21 @@ __device__ __forceinline__ uint64_t atom_add_acq_rel(void* addr, uint64_t delta)
     return old;
 }
 
+// The call's arrival alone: adds `delta` to the word {epoch u32, arrivals u32} and returns its old value, relaxed
+// (its order against the other arrivals is the word's own, which is all the count needs).
+__device__ __forceinline__ uint64_t atom_add_relaxed(void* addr, uint64_t delta) {
+    uint64_t old;
+    asm volatile("atom.relaxed.gpu.global.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(addr), "l"(delta) : "memory");
+    return old;
+}
+
+// A 64-bit word as it is in L2 (relaxed, GPU scope).
+__device__ __forceinline__ uint64_t ld_relaxed_u64(const void* addr) {
+    uint64_t v;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(addr) : "memory");
+    return v;
+}
+
 // Adds `delta` to a 64-bit word without waiting for the result (relaxed, GPU scope).
 __device__ __forceinline__ void red_add_relaxed(void* addr, uint64_t delta) {
     asm volatile("red.relaxed.gpu.global.add.u64 [%0], %1;" ::"l"(addr), "l"(delta) : "memory");

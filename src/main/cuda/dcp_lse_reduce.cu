@@ -717,10 +717,14 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
         }
     };
     if (preloads && has_step(first_step)) {
-        preload(first_step);  // issued before the ticket, so in flight while the ticket is
+        preload(first_step);  // issued before the epoch's load, so in flight while it is
     }
+    // The call's epoch is one load: the previous call's last arrival advanced it, and this grid reads it only after
+    // that grid completed (griddepcontrol.wait, or the stream's order). The block's arrival, whose answer is a round
+    // trip longer, is taken after the barrier below by the warp with the most slack (the load happens before it, so
+    // every block of the call has read the epoch before the last arrival moves it).
     if (tid == 0) {
-        sh.ticket = take_ticket(ws, blocks);
+        sh.ticket = ptx::ld_relaxed_u64(ws + kEpochOffset);
         sh.deadline = Deadline{start_ns + (uint64_t)a.timeout_ns};
         sh.gave_up = 0;
     }
@@ -863,7 +867,6 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
     // the (source, step LSE line) pairs l, l + 32, ..., each cleared once seen) and then its weights, into shared
     // memory, by the one warp that has the least else to do (for cp <= 8, the own rank's: it neither sends nor polls
     // lines). False when a wait gave up.
-    const int lse_warp = rank % kWarpsPerBlock;
     const auto receive_weights = [&](const RowStep& s) {
         // The own LSE values go to shared memory after the poll, so that their load and the poll's overlap.
         const float own_lse = lane < s.n ? __ldg(lse_row(s.row0 + lane) + rank * r.lse_stride_peer) : 0.f;
@@ -951,6 +954,10 @@ __device__ void dcp_row_reduce(const LaunchArgs<N>& a) {
     };
 
     bool gave_up = poisoned;  // once a wait gave up, the block waits for nothing more
+    const int lse_warp = rank % kWarpsPerBlock;  // the warp that neither sends nor polls lines, for cp <= 8
+    if (warp == lse_warp && lane == 0) {
+        arrive(ws, blocks);
+    }
     if (has_step(first_step)) {
         send_step(first_step);
     }

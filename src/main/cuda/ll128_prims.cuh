@@ -127,24 +127,34 @@ __device__ __forceinline__ CallFlags ll128_call_flags(uint64_t ticket, long long
     return f;
 }
 
-// The ticket every block of a rank takes at entry: returns {epoch, arrivals} as they were. The last block of the call
-// to arrive advances the epoch and resets the count in one atomic add (the poisoned bit stays), so nothing of the
-// epoch step is left for the end of the call; the next call is stream-ordered after this one. The add is
-// Ll128Lines.lastArrivalDelta: where the epoch wraps, its carry goes to the era instead of the count.
-__device__ __forceinline__ uint64_t take_ticket(unsigned char* workspace, int blocks_per_rank) {
-    void* word = workspace + kEpochOffset;
-    const uint64_t old = ptx::atom_add_acq_rel(word, 1ull << 32);
-    if (((old >> 32) & kArrivalsMask) == (uint64_t)(blocks_per_rank - 1)) {
+// Where `arrival` (the word before a block's arrival) is the call's last arrival, advances the epoch and resets the
+// count in one atomic add (the poisoned bit stays). The add is Ll128Lines.lastArrivalDelta: where the epoch wraps, its
+// carry goes to the era instead of the count.
+__device__ __forceinline__ void advance_if_last(unsigned char* workspace, uint64_t arrival, int blocks_per_rank) {
+    if (((arrival >> 32) & kArrivalsMask) == (uint64_t)(blocks_per_rank - 1)) {
         uint64_t delta = 1ull - ((uint64_t)blocks_per_rank << 32);
-        if ((uint32_t)old == 0xffffffffu) {
+        if ((uint32_t)arrival == 0xffffffffu) {
             delta += (1ull << (32 + kEraShift)) - (1ull << 32);
-            if (((old >> (32 + kEraShift)) & kEraMask) == kEraMask) {
+            if (((arrival >> (32 + kEraShift)) & kEraMask) == kEraMask) {
                 delta += 1ull << 63;  // the era's carry flipped the poisoned bit: flip it back
             }
         }
-        ptx::red_add_relaxed(word, delta);
+        ptx::red_add_relaxed(workspace + kEpochOffset, delta);
     }
+}
+
+// The ticket every block of a rank takes at entry: returns {epoch, arrivals} as they were. The last block of the call
+// to arrive advances the epoch, so nothing of the epoch step is left for the end of the call; the next call is
+// stream-ordered after this one.
+__device__ __forceinline__ uint64_t take_ticket(unsigned char* workspace, int blocks_per_rank) {
+    const uint64_t old = ptx::atom_add_acq_rel(workspace + kEpochOffset, 1ull << 32);
+    advance_if_last(workspace, old, blocks_per_rank);
     return old;
+}
+
+// A block's arrival at the call where the epoch was read before it: the ticket without its answer, so relaxed.
+__device__ __forceinline__ void arrive(unsigned char* workspace, int blocks_per_rank) {
+    advance_if_last(workspace, ptx::atom_add_relaxed(workspace + kEpochOffset, 1ull << 32), blocks_per_rank);
 }
 
 __device__ __forceinline__ bool ticket_poisoned(uint64_t ticket) { return (ticket >> 32) & kPoisonedBit; }
