@@ -2,6 +2,7 @@ package io.github.dcp4j.engine.tornado;
 
 import io.github.dcp4j.layout.Ll128;
 import uk.ac.manchester.tornado.api.annotations.Parallel;
+import uk.ac.manchester.tornado.api.math.TornadoMath;
 import uk.ac.manchester.tornado.api.types.arrays.DoubleArray;
 import uk.ac.manchester.tornado.api.types.arrays.FloatArray;
 import uk.ac.manchester.tornado.api.types.arrays.IntArray;
@@ -196,12 +197,16 @@ public final class MergeTasks {
         int rows = p.get(P_ROWS);
         int words = p.get(P_DATA_WORDS);
         boolean bf16 = p.get(P_BF16) == 1;
+        int sourceLongs = sourceLongs(p);
         for (@Parallel int i = 0; i < cp * rows * words; i++) {
             int dr = i / words;
             int k = i - dr * words;
             int dst = dr / rows;
             int row = dr - dst * rows;
-            int slot = slot(p, ws, dst);
+            int line = k / LINE_DATA_WORDS;
+            // word k of the row from source 0 (its place, were it sent), then sourceLongs on per source
+            int fromSource0 = dataLine(p, dst, slot(p, ws, dst), 0, row, line) + k - line * LINE_DATA_WORDS;
+            int own = index.get(p.get(P_SLICE_INDEX) + dr * cp + dst) + 4 * k;
             float a0 = 0f;
             float a1 = 0f;
             float a2 = 0f;
@@ -210,12 +215,10 @@ public final class MergeTasks {
                 float ws0 = w.get(dr * cp + s);
                 long word;
                 if (s == dst) {
-                    int e = index.get(p.get(P_SLICE_INDEX) + (dst * rows + row) * cp + dst) + 4 * k;
-                    word = (oIn.get(e) & 0xFFFFL) | (oIn.get(e + 1) & 0xFFFFL) << 16
-                            | (oIn.get(e + 2) & 0xFFFFL) << 32 | (oIn.get(e + 3) & 0xFFFFL) << 48;
+                    word = (oIn.get(own) & 0xFFFFL) | (oIn.get(own + 1) & 0xFFFFL) << 16
+                            | (oIn.get(own + 2) & 0xFFFFL) << 32 | (oIn.get(own + 3) & 0xFFFFL) << 48;
                 } else {
-                    int line = k / LINE_DATA_WORDS;
-                    word = ws.get(dataLine(p, dst, slot, s, row, line) + k - line * LINE_DATA_WORDS);
+                    word = ws.get(fromSource0 + s * sourceLongs);
                 }
                 a0 = fma32(ws0, decodeHalf((int) (word & 0xFFFF), bf16, t), a0);
                 a1 = fma32(ws0, decodeHalf((int) ((word >>> 16) & 0xFFFF), bf16, t), a1);
@@ -291,13 +294,15 @@ public final class MergeTasks {
         return (int) (ws.get(p.get(P_WS_BASE) + rank * p.get(P_WS_LONGS)) & 1L);
     }
 
+    /** Longs from a row's data line in one source's lines of a workspace slot to the same line of the next source. */
+    public static int sourceLongs(IntArray p) {
+        return p.get(P_MAX_ROWS) * p.get(P_DATA_LINES) * LINE_LONGS;
+    }
+
     /** Long index of data line {@code line} of {@code row} from {@code src} in {@code dst}'s workspace. */
     public static int dataLine(IntArray p, int dst, int slot, int src, int row, int line) {
-        int maxRows = p.get(P_MAX_ROWS);
-        int lines = p.get(P_DATA_LINES);
-        int slotLongs = p.get(P_CP) * maxRows * lines * LINE_LONGS;
-        return p.get(P_WS_BASE) + dst * p.get(P_WS_LONGS) + LINE_LONGS + slot * slotLongs
-                + ((src * maxRows + row) * lines + line) * LINE_LONGS;
+        return p.get(P_WS_BASE) + dst * p.get(P_WS_LONGS) + LINE_LONGS + (slot * p.get(P_CP) + src) * sourceLongs(p)
+                + (row * p.get(P_DATA_LINES) + line) * LINE_LONGS;
     }
 
     /** Long index of the LSE line of {@code group} of {@code row} from {@code src} in {@code dst}'s workspace. */
@@ -314,9 +319,9 @@ public final class MergeTasks {
 
     /**
      * {@code fma(a, b, c)} in fp32, rounded once, without an fma instruction: the product of two fp32 values is exact
-     * in fp64, the fp64 sum {@code s} is rounded and its error {@code err} is exact (two-sum); rounding {@code s} to
-     * fp32 is then the correct result unless {@code s} lies exactly halfway between two fp32 values and {@code err}
-     * is nonzero, where the true sum lies on {@code err}'s side of that midpoint.
+     * in fp64, and rounding the fp64 sum {@code s} to fp32 is the correct result unless {@code s} lies exactly halfway
+     * between two fp32 values; there the true sum lies on the side of the sum's rounding error {@code err} (exact, by
+     * two-sum), which is computed only then.
      */
     public static float fma32(float a, float b, float c) {
         double prod = (double) a * (double) b;
@@ -324,20 +329,20 @@ public final class MergeTasks {
         float r = (float) s;
         double back = r;
         if (s == back) {
-            return r;  // s is an fp32 value (or infinite or NaN): within an fp64 ulp of the true sum, which rounds to it
-        }
-        double bb = s - prod;
-        double err = (prod - (s - bb)) + (c - bb);
-        if (err == 0.0) {
-            return r;
+            return r;  // s is an fp32 value (or infinite): within an fp64 ulp of the true sum, which rounds to it
         }
         double d = s - back;
         double mirror = back + 2.0 * d;  // the other fp32 neighbour, where s is the midpoint between the two
         float other = (float) mirror;
-        if (other != r && (double) other == mirror) {
-            return (err > 0.0) == (d > 0.0) ? other : r;
+        if (other == r || (double) other != mirror) {
+            return r;  // s is no midpoint (or NaN)
         }
-        return r;
+        double bb = s - prod;
+        double err = (prod - (s - bb)) + (c - bb);
+        if (err == 0.0) {
+            return r;  // the true sum is the midpoint: to even, as (float) s rounds it
+        }
+        return (err > 0.0) == (d > 0.0) ? other : r;
     }
 
     /** WeightExp.exp: {@code 2^x} (base 2) or {@code e^x}, x <= 0, by the same fp32 steps. */
@@ -365,27 +370,29 @@ public final class MergeTasks {
         return bf16 ? decode(bits, 8, 7, t) : decode(bits, 5, 10, t);
     }
 
-    /** The value of a binary floating-point pattern with {@code eBits} exponent and {@code mBits} fraction bits. */
+    /**
+     * The value of a binary floating-point pattern with {@code eBits} exponent and {@code mBits} fraction bits, with
+     * one load of the power-of-two table: infinity as a significand times 2^POW2_RANGE (beyond fp32), NaN as infinity
+     * minus infinity (no infinity or NaN constant compiles).
+     */
     private static float decode(int bits, int eBits, int mBits, DoubleArray t) {
         int eMax = (1 << eBits) - 1;
         int bias = eMax >> 1;
         int e = (bits >>> mBits) & eMax;
         int m = bits & ((1 << mBits) - 1);
-        double v;
-        if (e == eMax) {
-            v = m == 0 ? t.get(T_POS_INF) : t.get(T_NAN);
-        } else {
-            int significand = e == 0 ? m : m + (1 << mBits);
-            int exponent = (e == 0 ? 1 : e) - bias - mBits;
-            v = significand * t.get(T_POW2 + exponent);
+        int significand = e == 0 ? m : m + (1 << mBits);
+        int exponent = e == eMax ? POW2_RANGE : (e == 0 ? 1 : e) - bias - mBits;
+        float v = (float) (significand * t.get(T_POW2 + exponent));
+        if (e == eMax && m != 0) {
+            v = v - v;
         }
-        return (float) (((bits >>> (eBits + mBits)) & 1) == 1 ? -v : v);
+        return ((bits >>> (eBits + mBits)) & 1) == 1 ? -v : v;
     }
 
     /**
      * {@code value} rounded to nearest even to bf16 ({@code bf16}) or fp16, as a 16-bit pattern (in an int); NaN
-     * gives the quiet NaN 0x7FC0 / 0x7E00. The exponent is found by a binary search of the power-of-two table, the
-     * value scaled exactly in fp64 to units of the result's last place and rounded there.
+     * gives the quiet NaN 0x7FC0 / 0x7E00. The exponent is estimated from log2 and corrected against the
+     * power-of-two table, the value scaled exactly in fp64 to units of the result's last place and rounded there.
      */
     public static int encodeHalf(float value, boolean bf16, DoubleArray t) {
         int mBits = bf16 ? 7 : 10;
@@ -395,22 +402,33 @@ public final class MergeTasks {
         if (value != value) {
             return bf16 ? 0x7FC0 : 0x7E00;
         }
-        // the sign, -0 included (1 / -0 is -inf)
-        int sign = value < 0f || (value == 0f && 1.0 / (double) value < 0.0) ? 0x8000 : 0;
+        // the sign, -0 included (1 / -0 is -inf; an fp32 division, where an fp64 one is a long PTX sequence)
+        int sign = value < 0f || (value == 0f && 1f / value < 0f) ? 0x8000 : 0;
         double a = value < 0f ? -(double) value : (double) value;
         if (a > Float.MAX_VALUE) {
             return sign | inf;
         }
-        int k = minExp;  // the largest k in [minExp, maxExp] with 2^k <= a, else minExp (subnormal or zero)
-        for (int step = 128; step > 0; step >>= 1) {
-            int next = k + step;
-            if (next <= maxExp && a >= t.get(T_POW2 + next)) {
-                k = next;
-            }
-        }
+        // floor(log2(a)) is within one of the exponent even where log2 is approximate (PTX's lg2.approx)
+        int k = exponentAtMost(a, (int) TornadoMath.floor(TornadoMath.log2((float) a)), minExp, maxExp, t);
         double units = a * t.get(T_POW2 + mBits - k);
         double rounded = (units + ROUND_F64) - ROUND_F64;
         double magnitude = (k - minExp) * (double) (1 << mBits) + rounded;
         return sign | (magnitude >= inf ? inf : (int) magnitude);
+    }
+
+    /**
+     * The largest k in [minExp, maxExp] with 2^k &lt;= a, else minExp (where a is below 2^minExp: subnormal or zero),
+     * from {@code estimate}, an integer within one of floor(log2(a)) (at most minExp where a is 0: log2(0) is -inf):
+     * clamped to the range, then corrected by one either way against the power-of-two table.
+     */
+    static int exponentAtMost(double a, int estimate, int minExp, int maxExp, DoubleArray t) {
+        int k = estimate < minExp ? minExp : (estimate > maxExp ? maxExp : estimate);
+        if (k > minExp && a < t.get(T_POW2 + k)) {
+            k--;
+        }
+        if (k < maxExp && a >= t.get(T_POW2 + k + 1)) {
+            k++;
+        }
+        return k;
     }
 }
