@@ -408,8 +408,10 @@ public final class MergeTasks {
         if (a > Float.MAX_VALUE) {
             return sign | inf;
         }
-        // floor(log2(a)) is within one of the exponent even where log2 is approximate (PTX's lg2.approx)
-        int k = exponentAtMost(a, (int) TornadoMath.floor(TornadoMath.log2((float) a)), minExp, maxExp, t);
+        // floor(log2(a)) is within one of the exponent even where log2 is approximate (PTX's lg2.approx), for a
+        // from 2^minExp up; below (zero included: the GPU's log2 of 0 converts to the integer 0) the exponent is minExp
+        int k = a < t.get(T_POW2 + minExp) ? minExp
+                : exponentAtMost(a, (int) TornadoMath.floor(TornadoMath.log2((float) a)), minExp, maxExp, t);
         double units = a * t.get(T_POW2 + mBits - k);
         double rounded = (units + ROUND_F64) - ROUND_F64;
         double magnitude = (k - minExp) * (double) (1 << mBits) + rounded;
@@ -417,9 +419,9 @@ public final class MergeTasks {
     }
 
     /**
-     * The largest k in [minExp, maxExp] with 2^k &lt;= a, else minExp (where a is below 2^minExp: subnormal or zero),
-     * from {@code estimate}, an integer within one of floor(log2(a)) (at most minExp where a is 0: log2(0) is -inf):
-     * clamped to the range, then corrected by one either way against the power-of-two table.
+     * The largest k in [minExp, maxExp] with 2^k &lt;= a, for a from 2^minExp up, from {@code estimate}, an integer
+     * within one of floor(log2(a)): clamped to the range, then corrected by one either way against the power-of-two
+     * table.
      */
     static int exponentAtMost(double a, int estimate, int minExp, int maxExp, DoubleArray t) {
         int k = estimate < minExp ? minExp : (estimate > maxExp ? maxExp : estimate);
