@@ -408,10 +408,9 @@ public final class MergeTasks {
         if (a > Float.MAX_VALUE) {
             return sign | inf;
         }
-        // floor(log2(a)) is within one of the exponent even where log2 is approximate (PTX's lg2.approx), for a
-        // from 2^minExp up; below (zero included: the GPU's log2 of 0 converts to the integer 0) the exponent is minExp
-        int k = a < t.get(T_POW2 + minExp) ? minExp
-                : exponentAtMost(a, (int) TornadoMath.floor(TornadoMath.log2((float) a)), minExp, maxExp, t);
+        // floor(log2(a)) is within one of the exponent from 2^minExp up even where log2 is approximate (PTX's
+        // lg2.approx); below, the estimate is not used
+        int k = exponentAtMost(a, (int) TornadoMath.floor(TornadoMath.log2((float) a)), minExp, maxExp, t);
         double units = a * t.get(T_POW2 + mBits - k);
         double rounded = (units + ROUND_F64) - ROUND_F64;
         double magnitude = (k - minExp) * (double) (1 << mBits) + rounded;
@@ -419,11 +418,15 @@ public final class MergeTasks {
     }
 
     /**
-     * The largest k in [minExp, maxExp] with 2^k &lt;= a, for a from 2^minExp up, from {@code estimate}, an integer
-     * within one of floor(log2(a)): clamped to the range, then corrected by one either way against the power-of-two
-     * table.
+     * The largest k in [minExp, maxExp] with 2^k &lt;= a, else minExp (a below 2^minExp: subnormal or zero), from
+     * {@code estimate}, an integer within one of floor(log2(a)) where a is at least 2^minExp (any integer below:
+     * the GPU's log2 of 0 converts to the integer 0): clamped to the range, then corrected by one either way against
+     * the power-of-two table.
      */
     static int exponentAtMost(double a, int estimate, int minExp, int maxExp, DoubleArray t) {
+        if (a < t.get(T_POW2 + minExp)) {
+            return minExp;
+        }
         int k = estimate < minExp ? minExp : (estimate > maxExp ? maxExp : estimate);
         if (k > minExp && a < t.get(T_POW2 + k)) {
             k--;

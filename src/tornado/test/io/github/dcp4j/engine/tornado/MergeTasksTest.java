@@ -90,7 +90,8 @@ class MergeTasksTest {
 
     /**
      * The exponent search from an estimate one too low, exact and one too high (PTX's approximate log2 may give any
-     * of them): powers of two, their neighbours and random magnitudes from 2^minExp up, for both halves' ranges.
+     * of them): powers of two, their neighbours and random magnitudes from 2^minExp up, for both halves' ranges; below
+     * 2^minExp (zero and fp32 subnormals included) any estimate gives minExp.
      */
     @Test
     void findsTheExponentFromAnEstimateWithinOne() {
@@ -99,15 +100,17 @@ class MergeTasksTest {
             int minExp = range[0];
             int maxExp = range[1];
             for (int i = 0; i < 200_000; i++) {
-                double a = switch (i % 3) {
+                double a = switch (i % 4) {
                     case 0 -> Math.scalb(1.0, random.nextInt(minExp, 128));
                     case 1 -> Math.nextDown((float) Math.scalb(1.0, random.nextInt(minExp + 1, 128)));
-                    default -> Math.scalb(1.0 + random.nextDouble(), random.nextInt(minExp, 127));
+                    case 2 -> Math.scalb(1.0 + random.nextDouble(), random.nextInt(minExp, 127));
+                    default -> i % 1000 == 3 ? 0.0 : Math.scalb(random.nextDouble(), minExp);
                 };
-                int exact = Math.getExponent(a);  // floor(log2(a))
+                boolean below = a < Math.scalb(1.0, minExp);
+                int exact = below ? minExp : Math.getExponent(a);  // floor(log2(a)) from 2^minExp up
                 int expected = Math.min(exact, maxExp);
                 for (int off = -1; off <= 1; off++) {
-                    int estimate = exact + off;
+                    int estimate = below ? random.nextInt() : exact + off;
                     assertEquals(expected, MergeTasks.exponentAtMost(a, estimate, minExp, maxExp, TABLES),
                             "seed " + SEED + ": a = " + a + ", estimate " + estimate + ", range " + minExp + ".."
                                     + maxExp);
