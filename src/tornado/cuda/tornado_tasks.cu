@@ -1,16 +1,19 @@
-// The TornadoVM engine's prebuilt PTX task: what its Java tasks cannot express. `ll128_exchange` stores the row
-// slices as LL128 lines, one warp-wide 16-byte-per-lane volatile store per 4 lines with the flag in the same store,
-// then polls every line a destination expects with volatile loads, bounded by a %globaltimer deadline, and on a
+// The TornadoVM engine's prebuilt PTX task: what its Java tasks cannot express. `ll128_exchange` takes the call's
+// ticket (every block arrives, the last arrival advances each rank's epoch), stores the row slices as LL128 lines,
+// one warp-wide 16-byte-per-lane volatile store per 4 lines with the flag in the same store, then polls every line a
+// destination expects with volatile loads, bounded by a %globaltimer deadline, zeroes every flag it saw, and on a
 // timeout leaves the record the other engines leave (docs/TORNADO.md). scripts/build-tornado-ptx compiles this file
 // to PTX for TornadoVM's header (ISA 7.6, sm_86) and the engine renames the entry as TornadoVM names it.
 //
 // TornadoVM passes a prebuilt kernel the kernel-context pointer, then one u64 per argument: an array's is the start
 // of its device buffer, whose data begin kArrayHeader bytes later. Every index below is a long (u64) or element index
 // into that data; the layout is MergeTasks's (its P_* parameter indices are the kP* constants here, compared by
-// TornadoTasksContractTest) and Ll128's (ll128_layout.h, generated from it).
+// TornadoTasksContractTest) and Ll128's (ll128_layout.h, generated from it). GraphArrays bounds every index of the
+// call's items (cp x rows x cp and below) to int.
 #include <cstdint>
 
 #include "ll128_layout.h"
+#include "ll128_prims.cuh"
 #include "ll128_ptx.cuh"
 
 namespace {
@@ -22,13 +25,15 @@ constexpr int kArrayHeader = 16;
 
 // TornadoEngine.BLOCK_THREADS and EXCHANGE_BLOCKS_PER_SM: the exchange's blocks and how many the engine launches per
 // SM, which must all be resident at once (receivers poll for senders). The launch bounds hold the kernel to the
-// registers that many blocks leave each thread (128 here), so that they always fit.
+// registers that many blocks leave each thread (85; it needs 80), so that they always fit. Of 4, 6 and 8 blocks, 6 ran
+// the layer shape fastest on an H100 (docs/perf/log/2026-12-07.md, 23:45 UTC).
 constexpr int kTaskBlockThreads = 128;
-constexpr int kExchangeBlocksPerSm = 4;
+constexpr int kExchangeBlocksPerSm = 6;
 
-// Memory-level parallelism: a warp's send items are taken kSendBatch at a time, and a thread's receive item polls
-// kLinesAtOnce lines at once, every load of a batch issued before the first of them is used.
-constexpr int kSendBatch = 4;
+// Memory-level parallelism: a warp sends kSendItems items at a time, kGroupsAtOnce line groups of each (every load
+// of such a batch issued before the first store), and a thread's receive item polls kLinesAtOnce lines at once.
+constexpr int kSendItems = 2;
+constexpr int kGroupsAtOnce = 4;
 constexpr int kLinesAtOnce = 8;
 
 // MergeTasks's parameter indices.
@@ -64,8 +69,6 @@ struct Layout {
     __device__ uint64_t* workspace(int rank) const {
         return ws + p[kPWsBase] + static_cast<long long>(rank) * p[kPWsLongs];
     }
-    __device__ uint32_t epoch(int rank) const { return static_cast<uint32_t>(*workspace(rank)); }
-
     __device__ uint64_t* dataLine(int dst, int slot, int src, int row, int line) const {
         long long slotLongs = static_cast<long long>(cp()) * p[kPMaxRows] * lines() * kLineWords;
         return workspace(dst) + kLineWords + slot * slotLongs
@@ -122,126 +125,137 @@ __device__ void giveUp(const Layout& l, int dst, int src, int row, int line, int
 
 }  // namespace
 
-// The exchange of one call, one kernel: every thread first stores its share of the lines (one warp per (source, row,
-// destination, line group): the group's 4 lines in one warp-wide store, lane part 7's second word the flag, then lane
-// 0 the group's LSE line; sources whose senders[] entry is 0 send nothing, the timeout test's missing rank), then
-// polls its share of the lines every destination expects (one thread per (destination, row, source): bounded volatile
-// polls of every data line's flag word and every LSE line, the deadline kPTimeoutMicros after the thread's sends,
-// one for all its polls). A wait that gives up leaves the timeout record, the poisoned bit, failed[dst * rows + row]
-// and the status word. Grid-stride over the items: the launch grid is fixed per graph, and no larger than what is
-// resident at once (kExchangeBlocksPerSm), so every sender runs while receivers poll. One kernel rather than a send
-// and a receive task: TornadoVM 5.2.1 gives every prebuilt task of a graph the installed code of the graph's first
-// task, so a graph holds one prebuilt task, and it comes first.
+// The exchange of one call, one kernel. Every block first reads every rank's epoch into shared memory and arrives
+// (thread r at rank r's metadata word, as the CUDA engine's blocks do: the last of the grid's arrivals advances the
+// epoch, the poisoned bit kept), so the Java tasks after it find each epoch one past the call's. Then every thread
+// stores its share of the lines: one warp per (source, row, destination), lane part 7's second word of every 4 lines
+// the flag, lane 0 the row's LSE line per line group; sources whose senders[] entry is 0 send nothing (the timeout
+// test's missing rank). Then it polls its share of the lines every destination expects: one thread per (destination,
+// row, source), bounded volatile polls of every data line's flag word and every LSE line, each zeroed once seen (so
+// that between calls every flag is zero), the row's LSE into received[(dst * rows + row) * cp + src] (the own one from
+// partial_lse), the deadline kPTimeoutMicros after the thread's sends, one for all its polls. A wait that gives up
+// leaves the timeout record, the poisoned bit, failed[dst * rows + row] and the status word. Grid-stride over the
+// items: the launch grid is fixed per graph, and no larger than what is resident at once (kExchangeBlocksPerSm), so
+// every sender runs while receivers poll. One kernel rather than a send and a receive task: TornadoVM 5.2.1 gives
+// every prebuilt task of a graph the installed code of the graph's first task, so a graph holds one prebuilt task,
+// and it comes first.
 extern "C" __global__ void __launch_bounds__(kTaskBlockThreads, kExchangeBlocksPerSm)
     ll128_exchange(const void* /* kernel context */, void* params, void* workspaces, void* partialO, void* partialLse,
-                   void* index, void* senders, void* failed, void* status) {
+                   void* index, void* senders, void* received, void* failed, void* status) {
+    __shared__ uint32_t epochs[kMaxRanks];
     const Layout l{data<const int>(params), data<uint64_t>(workspaces)};
     int* st = data<int>(status);
     if (!aligned(l, st)) {
-        return;
+        return;  // every block returns here: no epoch advances, nothing is sent
     }
     const int cp = l.cp();
     const int rows = l.rows();
-    const long long threads = static_cast<long long>(gridDim.x) * blockDim.x;
-    const long long first = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (static_cast<int>(threadIdx.x) < cp) {
+        epochs[threadIdx.x] = static_cast<uint32_t>(ptx::ld_relaxed_u64(l.workspace(threadIdx.x)));
+    }
+    __syncthreads();  // every epoch read before this block's arrivals, so before the last arrival advances one
+    if (static_cast<int>(threadIdx.x) < cp) {
+        arrive(reinterpret_cast<unsigned char*>(l.workspace(threadIdx.x)), static_cast<int>(gridDim.x));
+    }
+    const int threads = static_cast<int>(gridDim.x * blockDim.x);
+    const int first = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
 
     const uint16_t* o = data<const uint16_t>(partialO);
     const float* lse = data<const float>(partialLse);
     const int* idx = data<const int>(index);
     const int* sends = data<const int>(senders);
+    const int lines = l.lines();
     const int groups = l.groups();
     const int words = l.p[kPDataWords];
     const int lane = threadIdx.x & 31;
     const int part = lane & 7;
-    // Sends, kSendBatch warp items at a time (items base, base + warps, ...): their epochs and slice indices are
-    // loaded first, then their line parts and LSE values, then everything is stored, so that a warp waits for two round
-    // trips per batch rather than two per item.
-    const long long warps = threads >> 5;
-    const long long sendItems = static_cast<long long>(cp) * rows * cp * groups;
-    for (long long base = first >> 5; base < sendItems; base += kSendBatch * warps) {
-        uint64_t* to[kSendBatch];     // the lane's part of its line, null where the item stores none
-        uint64_t* lseTo[kSendBatch];  // lane 0: the group's LSE line, null where none
-        uint32_t epochs[kSendBatch];
-        int start[kSendBatch];
-        int lseAt[kSendBatch];
-        int k0[kSendBatch];
+    // Sends, kSendItems warp items at a time (items base, base + warps, ...): their slice starts and LSE values are
+    // loaded first, then kGroupsAtOnce line groups of each item's lines, then those are stored, so that a warp waits
+    // for one round trip per batch of groups rather than one per line group.
+    const int warps = threads >> 5;
+    const int sendItems = cp * rows * cp;
+    for (int base = first >> 5; base < sendItems; base += kSendItems * warps) {
+        bool sending[kSendItems];
+        int src[kSendItems];
+        int row[kSendItems];
+        int dst[kSendItems];
+        int start[kSendItems];
+        uint32_t lseBits[kSendItems];
 #pragma unroll
-        for (int u = 0; u < kSendBatch; ++u) {
-            to[u] = nullptr;
-            lseTo[u] = nullptr;
-            const long long item = base + u * warps;
-            if (item >= sendItems) {
-                continue;
-            }
-            const int group = static_cast<int>(item % groups);
-            long long rest = item / groups;
-            const int dst = static_cast<int>(rest % cp);
-            rest /= cp;
-            const int row = static_cast<int>(rest % rows);
-            const int src = static_cast<int>(rest / rows);
-            if (dst == src || sends[src] == 0) {
-                continue;
-            }
-            epochs[u] = l.epoch(src);
-            const int slot = static_cast<int>(epochs[u] & 1);
-            const int at = (src * rows + row) * cp + dst;
-            const int line = group * kLinesPerGroup + (lane >> 3);
-            if (line < l.lines()) {
-                start[u] = idx[l.p[kPSliceIndex] + at];
-                k0[u] = line * kLineDataWords + 2 * part;
-                to[u] = l.dataLine(dst, slot, src, row, line) + 2 * part;
-            }
-            if (lane == 0) {
-                lseAt[u] = idx[l.p[kPLseIndex] + at];
-                lseTo[u] = l.lseLine(dst, slot, src, row, group);
+        for (int u = 0; u < kSendItems; ++u) {
+            const int item = base + u * warps;  // (src * rows + row) * cp + dst, the index tables' order
+            const int sr = item / cp;
+            dst[u] = item - sr * cp;
+            src[u] = sr / rows;
+            row[u] = sr - src[u] * rows;
+            sending[u] = item < sendItems && dst[u] != src[u] && sends[src[u]] != 0;
+            if (sending[u]) {
+                start[u] = idx[l.p[kPSliceIndex] + item];
+                lseBits[u] = lane == 0 ? __float_as_uint(lse[idx[l.p[kPLseIndex] + item]]) : 0u;
             }
         }
-        uint64_t lo[kSendBatch];
-        uint64_t hi[kSendBatch];
-        uint32_t lseBits[kSendBatch];
+        for (int group0 = 0; group0 < groups; group0 += kGroupsAtOnce) {
+            uint64_t lo[kSendItems][kGroupsAtOnce];
+            uint64_t hi[kSendItems][kGroupsAtOnce];
 #pragma unroll
-        for (int u = 0; u < kSendBatch; ++u) {
-            if (to[u] != nullptr) {
-                lo[u] = k0[u] < words ? sliceWord(o, start[u], k0[u]) : 0;
-                hi[u] = part == 7 ? (kFlagTag | (epochs[u] + 1))
-                                  : (k0[u] + 1 < words ? sliceWord(o, start[u], k0[u] + 1) : 0);
-            }
-            if (lseTo[u] != nullptr) {
-                lseBits[u] = __float_as_uint(lse[lseAt[u]]);
-            }
-        }
+            for (int u = 0; u < kSendItems; ++u) {
 #pragma unroll
-        for (int u = 0; u < kSendBatch; ++u) {
-            if (to[u] != nullptr) {
-                ptx::st_volatile_line_part(to[u], lo[u], hi[u]);
+                for (int g = 0; g < kGroupsAtOnce; ++g) {
+                    const int line = (group0 + g) * kLinesPerGroup + (lane >> 3);
+                    const int k0 = line * kLineDataWords + 2 * part;
+                    lo[u][g] = sending[u] && line < lines && k0 < words ? sliceWord(o, start[u], k0) : 0;
+                    hi[u][g] = sending[u] && line < lines && part != 7 && k0 + 1 < words
+                                   ? sliceWord(o, start[u], k0 + 1) : 0;
+                }
             }
-            if (lseTo[u] != nullptr) {
-                ptx::st_volatile_lse_line(lseTo[u], lseBits[u], lseFlag(epochs[u]));
+#pragma unroll
+            for (int u = 0; u < kSendItems; ++u) {
+                if (!sending[u]) {
+                    continue;
+                }
+                const uint32_t epoch = epochs[src[u]];
+                const int slot = static_cast<int>(epoch & 1);
+#pragma unroll
+                for (int g = 0; g < kGroupsAtOnce; ++g) {
+                    const int group = group0 + g;
+                    const int line = group * kLinesPerGroup + (lane >> 3);
+                    if (line < lines) {
+                        ptx::st_volatile_line_part(l.dataLine(dst[u], slot, src[u], row[u], line) + 2 * part,
+                                                   lo[u][g], part == 7 ? (kFlagTag | (epoch + 1)) : hi[u][g]);
+                    }
+                    if (lane == 0 && group < groups) {
+                        ptx::st_volatile_lse_line(l.lseLine(dst[u], slot, src[u], row[u], group), lseBits[u],
+                                                  lseFlag(epoch));
+                    }
+                }
             }
         }
     }
 
     int* fail = data<int>(failed);
+    float* got = data<float>(received);
     const uint64_t timeoutNs = static_cast<uint64_t>(l.p[kPTimeoutMicros]) * 1000;
-    const long long receiveItems = static_cast<long long>(cp) * rows * cp;
+    const int receiveItems = cp * rows * cp;
     // One deadline for all the thread's polls, so that a call fails within the timeout whatever its items.
     const uint64_t deadline = ptx::globaltimer_ns() + timeoutNs;
-    for (long long item = first; item < receiveItems; item += threads) {
-        const int src = static_cast<int>(item % cp);
-        const int dr = static_cast<int>(item / cp);
+    for (int item = first; item < receiveItems; item += threads) {  // (dst * rows + row) * cp + src
+        const int dr = item / cp;
+        const int src = item - dr * cp;
         const int dst = dr / rows;
         const int row = dr - dst * rows;
         if (src == dst) {
+            got[item] = lse[idx[l.p[kPLseIndex] + item]];
             continue;
         }
-        const uint32_t epoch = l.epoch(dst);
+        const uint32_t epoch = epochs[dst];
         const int slot = static_cast<int>(epoch & 1);
         const uint64_t flag = kFlagTag | (epoch + 1);
         const uint32_t lf = lseFlag(epoch);
-        // kLinesAtOnce of the item's lines at a time, every flag still missing loaded again in each round at once.
+        // kLinesAtOnce of the item's lines at a time, every flag still missing loaded again in each round at once,
+        // each zeroed where it was seen.
         bool ok = true;
-        for (int line0 = 0; ok && line0 < l.lines(); line0 += kLinesAtOnce) {
-            unsigned missing = (1u << min(kLinesAtOnce, l.lines() - line0)) - 1u;
+        for (int line0 = 0; ok && line0 < lines; line0 += kLinesAtOnce) {
+            unsigned missing = (1u << min(kLinesAtOnce, lines - line0)) - 1u;
             while (true) {
                 uint64_t seen[kLinesAtOnce];
 #pragma unroll
@@ -254,6 +268,7 @@ extern "C" __global__ void __launch_bounds__(kTaskBlockThreads, kExchangeBlocksP
                 for (int j = 0; j < kLinesAtOnce; ++j) {
                     if ((missing >> j & 1u) && seen[j] == flag) {
                         missing &= ~(1u << j);
+                        ptx::st_volatile_clear_flag(l.dataLine(dst, slot, src, row, line0 + j) + kLineDataWords);
                     }
                 }
                 if (missing == 0u) {
@@ -280,6 +295,10 @@ extern "C" __global__ void __launch_bounds__(kTaskBlockThreads, kExchangeBlocksP
                 for (int j = 0; j < kLinesAtOnce; ++j) {
                     if ((missing >> j & 1u) && seen[j].y == lf && seen[j].w == lf) {
                         missing &= ~(1u << j);
+                        ptx::st_volatile_clear_lse_line(l.lseLine(dst, slot, src, row, group0 + j));
+                        if (group0 + j == 0) {
+                            got[item] = __uint_as_float(seen[j].x);
+                        }
                     }
                 }
                 if (missing == 0u) {

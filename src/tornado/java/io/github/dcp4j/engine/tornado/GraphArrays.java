@@ -33,6 +33,8 @@ final class GraphArrays {
     final ShortArray oIn;
     final FloatArray lseIn;
     final IntArray index;
+    /** Per (destination, row, source): the LSE the exchange task received (the own one from partial_lse). */
+    final FloatArray received;
     final FloatArray weights;
     /** Per (destination, row): nonzero where the exchange task's wait for that row gave up. */
     final IntArray failed;
@@ -70,6 +72,7 @@ final class GraphArrays {
         this.oIn = new ShortArray(fitInt("partial_o elements", (long) cp * oCapacity));
         this.lseIn = new FloatArray(fitInt("partial_lse elements", (long) cp * lseCapacity));
         this.index = new IntArray(fitInt("index entries", 2L * cp * maxRows * cp + (long) cp * maxRows));
+        this.received = new FloatArray(fitInt("received LSEs", (long) cp * maxRows * cp));
         this.weights = new FloatArray(fitInt("weights", (long) cp * maxRows * cp));
         this.failed = new IntArray(cp * maxRows);
         this.senders = new IntArray(cp);

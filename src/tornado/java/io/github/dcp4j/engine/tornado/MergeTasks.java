@@ -14,7 +14,7 @@ import uk.ac.manchester.tornado.api.types.arrays.ShortArray;
  * CPU-side tests call as plain Java. They compute what {@code ExactMerge} defines, bit for bit, within what
  * TornadoVM's PTX backend compiles (docs/TORNADO.md): no {@code Math.fma} (written out as an exact product in fp64,
  * the sum's rounding error, and a correction where fp64's rounding lands on an fp32 midpoint), no bit
- * reinterpretation (fp16, bf16 and fp32 decoded and rounded with powers of two from {@link #tables()}), no
+ * reinterpretation (fp16 and bf16 decoded and rounded with powers of two from {@link #tables()}), no
  * infinity constants (from the same table).
  *
  * <p>Every rank's workspace lies in one {@link LongArray}, rank r's starting at long {@code P_WS_BASE + r *
@@ -92,8 +92,6 @@ public final class MergeTasks {
     private static final int LINE_LONGS = Ll128.LINE_WORDS;
     /** Data words per line (Ll128.LINE_DATA_WORDS): data word k of a row lies in line k / 15 at word k % 15. */
     public static final int LINE_DATA_WORDS = Ll128.LINE_DATA_WORDS;
-    /** Longs of one LSE line. */
-    private static final int LSE_LINE_LONGS = 2;
 
     /**
      * The constant table every task reads: infinities, NaN, WeightExp's Taylor coefficients and powers of two.
@@ -122,37 +120,25 @@ public final class MergeTasks {
     // ------------------------------------------------------------------------------------------------ the tasks
 
     /**
-     * ExactMerge steps 1-3 for every (destination, row): the sources' LSEs (the own one from the input, the others
-     * from the first LSE line of each of their rows in the destination's workspace) to weights
-     * {@code w[(dst * rows + row) * cp + src]}.
+     * ExactMerge steps 1-3 for every (destination, row): the sources' LSEs, as the exchange task received them
+     * ({@code received[(dst * rows + row) * cp + src]}, the own one from the input), to weights {@code w[(dst * rows
+     * + row) * cp + src]}.
      *
-     * @param p     the parameters
-     * @param ws    every rank's workspace
-     * @param lseIn every rank's partial_lse
-     * @param index the index table
-     * @param w     the weights
-     * @param t     the constant table
+     * @param p        the parameters
+     * @param received the LSEs, per (destination, row, source)
+     * @param w        the weights
+     * @param t        the constant table
      */
-    public static void weights(IntArray p, LongArray ws, FloatArray lseIn, IntArray index, FloatArray w,
-                               DoubleArray t) {
+    public static void weights(IntArray p, FloatArray received, FloatArray w, DoubleArray t) {
         int cp = p.get(P_CP);
         int rows = p.get(P_ROWS);
         boolean base2 = p.get(P_BASE2) == 1;
         float negInf = (float) t.get(T_NEG_INF);
         for (@Parallel int dr = 0; dr < cp * rows; dr++) {
-            int dst = dr / rows;
-            int row = dr - dst * rows;
-            int slot = slot(p, ws, dst);
             int first = dr * cp;
             float m = negInf;
             for (int s = 0; s < cp; s++) {
-                float lse;
-                if (s == dst) {
-                    lse = lseIn.get(index.get(p.get(P_LSE_INDEX) + (dst * rows + row) * cp + dst));
-                } else {
-                    long word = ws.get(lseLine(p, dst, slot, s, row, 0));
-                    lse = decodeF32((int) (word & 0xFFFFFFFFL), t);
-                }
+                float lse = received.get(first + s);
                 // step 1: NaN and +inf count as -inf
                 float x = lse != lse || lse > Float.MAX_VALUE ? negInf : lse;
                 w.set(first + s, x);
@@ -240,58 +226,14 @@ public final class MergeTasks {
         }
     }
 
-    /**
-     * Zeroes every flag word of every data line and every LSE line the merge consumed (each destination's lines from
-     * every other source, this call's slot), so that between calls a slot holds only zero flags.
-     *
-     * @param p  the parameters
-     * @param ws every rank's workspace
-     */
-    public static void clear(IntArray p, LongArray ws) {
-        int cp = p.get(P_CP);
-        int rows = p.get(P_ROWS);
-        int lines = p.get(P_DATA_LINES);
-        int groups = p.get(P_LINE_GROUPS);
-        for (@Parallel int i = 0; i < cp * cp * rows; i++) {
-            int dst = i / (cp * rows);
-            int rest = i - dst * cp * rows;
-            int s = rest / rows;
-            int row = rest - s * rows;
-            if (s != dst) {
-                int slot = slot(p, ws, dst);
-                for (int line = 0; line < lines; line++) {
-                    ws.set(dataLine(p, dst, slot, s, row, line) + LINE_DATA_WORDS, 0L);
-                }
-                for (int g = 0; g < groups; g++) {
-                    int l = lseLine(p, dst, slot, s, row, g);
-                    ws.set(l, 0L);
-                    ws.set(l + 1, 0L);
-                }
-            }
-        }
-    }
-
-    /**
-     * Advances every rank's call counter (the u32 epoch in metadata word 0) by one, wrapping, the arrivals word
-     * beside it (and its poisoned bit) kept. The last task of a call: every other task read the epoch before.
-     *
-     * @param p  the parameters
-     * @param ws every rank's workspace
-     */
-    public static void advance(IntArray p, LongArray ws) {
-        int cp = p.get(P_CP);
-        for (@Parallel int r = 0; r < cp; r++) {
-            int m = p.get(P_WS_BASE) + r * p.get(P_WS_LONGS);
-            long word = ws.get(m);
-            ws.set(m, (word & 0xFFFFFFFF00000000L) | ((word + 1) & 0xFFFFFFFFL));
-        }
-    }
-
     // ------------------------------------------------------------------------------------------------ the layout
 
-    /** The slot of rank {@code rank}'s current call: its epoch's low bit. */
+    /**
+     * The slot of rank {@code rank}'s current call, for the tasks after the exchange: the low bit of the call's epoch,
+     * which the exchange task has advanced by one.
+     */
     public static int slot(IntArray p, LongArray ws, int rank) {
-        return (int) (ws.get(p.get(P_WS_BASE) + rank * p.get(P_WS_LONGS)) & 1L);
+        return (int) ((ws.get(p.get(P_WS_BASE) + rank * p.get(P_WS_LONGS)) + 1L) & 1L);
     }
 
     /** Longs from a row's data line in one source's lines of a workspace slot to the same line of the next source. */
@@ -303,16 +245,6 @@ public final class MergeTasks {
     public static int dataLine(IntArray p, int dst, int slot, int src, int row, int line) {
         return p.get(P_WS_BASE) + dst * p.get(P_WS_LONGS) + LINE_LONGS + (slot * p.get(P_CP) + src) * sourceLongs(p)
                 + (row * p.get(P_DATA_LINES) + line) * LINE_LONGS;
-    }
-
-    /** Long index of the LSE line of {@code group} of {@code row} from {@code src} in {@code dst}'s workspace. */
-    public static int lseLine(IntArray p, int dst, int slot, int src, int row, int group) {
-        int cp = p.get(P_CP);
-        int maxRows = p.get(P_MAX_ROWS);
-        int groups = p.get(P_LINE_GROUPS);
-        int lseRegion = LINE_LONGS + 2 * cp * maxRows * p.get(P_DATA_LINES) * LINE_LONGS;
-        return p.get(P_WS_BASE) + dst * p.get(P_WS_LONGS) + lseRegion + slot * cp * maxRows * groups * LSE_LINE_LONGS
-                + ((src * maxRows + row) * groups + group) * LSE_LINE_LONGS;
     }
 
     // ------------------------------------------------------------------------------------------------ arithmetic
@@ -358,11 +290,6 @@ public final class MergeTasks {
             poly = fma32(poly, f, (float) t.get(T_TAYLOR + k));
         }
         return poly * (float) t.get(T_POW2 + (int) n);
-    }
-
-    /** The fp32 value of the bit pattern {@code bits}. */
-    public static float decodeF32(int bits, DoubleArray t) {
-        return decode(bits, 8, 23, t);
     }
 
     /** The fp32 value of a bf16 ({@code bf16}) or fp16 bit pattern (the low 16 bits of {@code bits}). */

@@ -44,10 +44,11 @@ import java.util.Objects;
  * The TornadoVM engine in loopback: every cp rank of a group on one GPU, their workspaces, inputs and outputs in
  * TornadoVM arrays ({@link GraphArrays}), one call one {@code execute()} of a task graph built once for the group's
  * workspace spec. The graph's tasks, in stream order: {@code exchange} (prebuilt PTX from
- * src/tornado/cuda/tornado_tasks.cu: the LL128 line stores, then the bounded polls), then {@code weights}, {@code
- * merge} (the engine's own or a {@link MergeVariant}), {@code clear} and {@code advance} ({@link MergeTasks}, Java
- * compiled by TornadoVM). Every launch has a fixed grid that strides over the call's rows, so one graph (and one CUDA
- * graph, with {@link Options#cudaGraph()}) serves calls of every row count up to the spec's.
+ * src/tornado/cuda/tornado_tasks.cu: the call's ticket, the LL128 line stores, then the bounded polls, which zero
+ * every flag they saw and leave the LSEs received), then {@code weights} and {@code merge} (the engine's own or a
+ * {@link MergeVariant}; {@link MergeTasks}, Java compiled by TornadoVM). Every launch has a fixed grid that strides
+ * over the call's rows, so one graph (and one CUDA graph, with {@link Options#cudaGraph()}) serves calls of every row
+ * count up to the spec's.
  *
  * <p>Validation is {@link LocalGroup#validateAll}, the workspace layout is {@link Ll128}'s, and a wait that gives up
  * leaves the other engines' timeout record, poisons the rank's workspace, makes the row NaN and fails the call with
@@ -70,9 +71,9 @@ public final class TornadoEngine implements LocalGroup {
     static final int MAX_GRID_THREADS = 4096 * BLOCK_THREADS;
     /**
      * Blocks of the exchange per SM: all resident at once, as the exchange's polls need (its launch bounds, in
-     * tornado_tasks.cu, hold its registers to what 4 blocks of {@link #BLOCK_THREADS} leave a thread).
+     * tornado_tasks.cu, hold its registers to what 6 blocks of {@link #BLOCK_THREADS} leave a thread).
      */
-    static final int EXCHANGE_BLOCKS_PER_SM = 4;
+    static final int EXCHANGE_BLOCKS_PER_SM = 6;
     /** Threads of a warp: the send's unit. */
     private static final int WARP = 32;
 
@@ -269,19 +270,19 @@ public final class TornadoEngine implements LocalGroup {
      * finds a prebuilt task's installed code at the graph's first task's place (its local task index of a prebuilt
      * task is always 0), so a second prebuilt task would launch the first one's kernel.
      */
-    private static final class Prebuilt {
+    static final class Prebuilt {
         static final String TASK = "exchange";
         static final String ENTRY = "ll128_exchange";
         static final List<Class<?>> ARGS = List.of(IntArray.class, LongArray.class, ShortArray.class,
-                FloatArray.class, IntArray.class, IntArray.class, IntArray.class, IntArray.class);
+                FloatArray.class, IntArray.class, IntArray.class, FloatArray.class, IntArray.class, IntArray.class);
 
         private Prebuilt() {
         }
 
         static AccessorParameters exchange(GraphArrays a) {
-            return accessors(new Object[] {a.params, a.ws, a.oIn, a.lseIn, a.index, a.senders, a.failed, a.status},
-                    new Access[] {Access.READ_ONLY, Access.READ_WRITE, Access.READ_ONLY, Access.READ_ONLY,
-                        Access.READ_ONLY, Access.READ_ONLY, Access.READ_WRITE, Access.READ_WRITE});
+            return accessors(new Object[] {a.params, a.ws, a.oIn, a.lseIn, a.index, a.senders, a.received, a.failed,
+                a.status}, new Access[] {Access.READ_ONLY, Access.READ_WRITE, Access.READ_ONLY, Access.READ_ONLY,
+                    Access.READ_ONLY, Access.READ_ONLY, Access.WRITE_ONLY, Access.READ_WRITE, Access.READ_WRITE});
         }
 
         private static AccessorParameters accessors(Object[] arrays, Access[] access) {
@@ -300,22 +301,19 @@ public final class TornadoEngine implements LocalGroup {
         long rows = a.maxRows;
         RowLayout row = RowLayout.of(spec.headDim(), spec.dtype().bytes());
         TaskGraph graph = new TaskGraph(GRAPH)
-                .transferToDevice(DataTransferMode.FIRST_EXECUTION, a.ws, a.tables, a.weights, a.failed, a.status)
+                .transferToDevice(DataTransferMode.FIRST_EXECUTION, a.ws, a.tables, a.received, a.weights, a.failed,
+                        a.status)
                 .transferToDevice(DataTransferMode.EVERY_EXECUTION, a.params, a.oIn, a.lseIn, a.index, a.senders)
                 .prebuiltTask(Prebuilt.TASK, Prebuilt.ENTRY, ptx.toString(), Prebuilt.exchange(a))
-                .task("weights", MergeTasks::weights, a.params, a.ws, a.lseIn, a.index, a.weights, a.tables)
+                .task("weights", MergeTasks::weights, a.params, a.received, a.weights, a.tables)
                 .task("merge", options.merge().merge(), a.params, a.ws, a.oIn, a.index, a.weights, a.failed, a.out,
                         a.tables)
-                .task("clear", MergeTasks::clear, a.params, a.ws)
-                .task("advance", MergeTasks::advance, a.params, a.ws)
                 .transferToHost(DataTransferMode.EVERY_EXECUTION, a.out, a.status)
                 .transferToHost(DataTransferMode.UNDER_DEMAND, a.ws);
         GridScheduler grids = new GridScheduler();
-        grids.addWorkerGrid(GRAPH + "." + Prebuilt.TASK, exchangeGrid((long) cp * rows * cp * row.lineGroups() * WARP));
+        grids.addWorkerGrid(GRAPH + "." + Prebuilt.TASK, exchangeGrid((long) cp * rows * cp * WARP));
         grids.addWorkerGrid(GRAPH + ".weights", grid((long) cp * rows));
         grids.addWorkerGrid(GRAPH + ".merge", grid((long) cp * rows * row.dataWords() * 4));
-        grids.addWorkerGrid(GRAPH + ".clear", grid((long) cp * cp * rows));
-        grids.addWorkerGrid(GRAPH + ".advance", grid(cp));
         TornadoExecutionPlan p = new TornadoExecutionPlan(graph.snapshot()).withGridScheduler(grids);
         if (options.profiler()) {
             p = p.withProfiler(ProfilerMode.SILENT);
@@ -413,18 +411,18 @@ public final class TornadoEngine implements LocalGroup {
      * @return the counter its next call will use
      */
     public int epoch(int rank) {
-        return metadata(rank).get(ValueLayout.JAVA_INT_UNALIGNED, Ll128.EPOCH_OFFSET);
+        return workspaceOnDevice(rank).get(ValueLayout.JAVA_INT_UNALIGNED, Ll128.EPOCH_OFFSET);
     }
 
     /** Whether rank {@code rank}'s workspace is marked poisoned on the device (white-box, for the fault tests). */
     boolean poisonedOnDevice(int rank) {
-        long arrivals = Integer.toUnsignedLong(metadata(rank).get(ValueLayout.JAVA_INT_UNALIGNED,
+        long arrivals = Integer.toUnsignedLong(workspaceOnDevice(rank).get(ValueLayout.JAVA_INT_UNALIGNED,
                 Ll128.ARRIVALS_OFFSET));
         return (arrivals & Ll128.POISONED_BIT) != 0;
     }
 
-    /** Rank {@code rank}'s workspace, its device copy read back where a call ran. */
-    private MemorySegment metadata(int rank) {
+    /** Rank {@code rank}'s workspace as it is on the device, read back (white-box, for the tests). */
+    MemorySegment workspaceOnDevice(int rank) {
         requireOpen();
         if (lastResult != null) {
             lastResult.transferToHost(arrays.ws);

@@ -3,6 +3,10 @@ package io.github.dcp4j.engine.tornado;
 import io.github.dcp4j.Tensors;
 import io.github.dcp4j.engine.PeerTimeoutException;
 import io.github.dcp4j.engine.cpu.CpuEngine;
+import io.github.dcp4j.layout.Ll128;
+import io.github.dcp4j.layout.Ll128Lines;
+import io.github.dcp4j.layout.RowLayout;
+import io.github.dcp4j.layout.WorkspaceLayout;
 import io.github.dcp4j.op.DType;
 import io.github.dcp4j.op.LseMode;
 import io.github.dcp4j.op.TensorView;
@@ -19,6 +23,7 @@ import org.junit.jupiter.params.provider.Arguments;
 import org.junit.jupiter.params.provider.MethodSource;
 
 import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
 import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -141,6 +146,33 @@ class TornadoEngineGpuTest {
             if (!options.cudaGraph()) {
                 // an under-demand read-back, asked outside TornadoVM's graph mode only (replays: checked by outputs)
                 assertEquals(epochBefore + c.tokens().size(), tornado.epoch(0), "one epoch per call");
+                assertEveryFlagZero(tornado, c.spec(cp), c + " cp " + cp);
+            }
+        }
+    }
+
+    /** Between calls every data line's flag word and every LSE line of both slots is zero (the exchange zeroes them). */
+    private static void assertEveryFlagZero(TornadoEngine tornado, WorkspaceSpec spec, String where) {
+        WorkspaceLayout layout = WorkspaceLayout.forWorkspace(spec.bytes(), spec.cpSize(),
+                RowLayout.of(spec.headDim(), spec.dtype().bytes()));
+        for (int r = 0; r < spec.cpSize(); r++) {
+            MemorySegment ws = tornado.workspaceOnDevice(r);
+            for (int slot = 0; slot < Ll128.NUM_SLOTS; slot++) {
+                for (int src = 0; src < spec.cpSize(); src++) {
+                    for (int row = 0; row < layout.maxRows(); row++) {
+                        for (int line = 0; line < layout.row().dataLines(); line++) {
+                            long at = layout.dataLineOffset(slot, src, row, line);
+                            assertEquals(0L, Ll128Lines.getDataFlagAcquire(ws, at), where + ": rank " + r + " slot "
+                                    + slot + " source " + src + " row " + row + " line " + line + " flag");
+                        }
+                        for (int k = 0; k < layout.row().lineGroups(); k++) {
+                            long at = layout.lseLineOffset(slot, src, row, k);
+                            assertEquals(-1L, ws.asSlice(at, Ll128.LSE_LINE_BYTES).mismatch(
+                                    MemorySegment.ofArray(new byte[Ll128.LSE_LINE_BYTES])), where + ": rank " + r
+                                    + " slot " + slot + " source " + src + " row " + row + " LSE line " + k);
+                        }
+                    }
+                }
             }
         }
     }

@@ -69,6 +69,20 @@ class TornadoTasksContractTest {
         }
     }
 
+    /**
+     * The prebuilt task's arguments as the graph passes them (one array each, after TornadoVM's kernel-context
+     * pointer) against the kernel's parameters: one more parameter or one fewer would shift every array the kernel
+     * reads.
+     */
+    @Test
+    void thePrebuiltTaskHasAsManyArgumentsAsTheKernelHasArrayParameters() throws IOException {
+        Matcher m = Pattern.compile(TornadoEngine.Prebuilt.ENTRY + "\\(([^)]*)\\)").matcher(Files.readString(SOURCE));
+        assertTrue(m.find(), "no " + TornadoEngine.Prebuilt.ENTRY + "(...) in " + SOURCE);
+        String[] parameters = m.group(1).split(",");
+        assertTrue(parameters[0].contains("kernel context"), "the first parameter is the context: " + parameters[0]);
+        assertEquals(TornadoEngine.Prebuilt.ARGS.size(), parameters.length - 1, m.group(1));
+    }
+
     /** As TornadoVM's PTXCodeUtil.buildKernelName spells it: graph_task_entry, then each argument's array class. */
     @Test
     void entryNamesAreTornadoVmsKernelNames() {
