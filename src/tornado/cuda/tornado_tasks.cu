@@ -25,10 +25,12 @@ constexpr int kArrayHeader = 16;
 
 // TornadoEngine.BLOCK_THREADS and EXCHANGE_BLOCKS_PER_SM: the exchange's blocks and how many the engine launches per
 // SM, which must all be resident at once (receivers poll for senders). The launch bounds hold the kernel to the
-// registers that many blocks leave each thread (85; it needs 80), so that they always fit. Of 4, 6 and 8 blocks, 6 ran
-// the layer shape fastest on an H100 (docs/perf/log/2026-12-07.md, 23:45 UTC).
+// registers that many blocks leave each thread (80, the most 6 blocks leave), so that they always fit. On an H100 (docs/
+// perf/log/2026-12-07.md, 23:45 UTC) 6 blocks ran the layer shape faster than 4 at every batch and than 8 (which needs
+// 4 lines polled at once to fit 64 registers) at batch 1 and 16, 2% slower than 8 at 256.
 constexpr int kTaskBlockThreads = 128;
 constexpr int kExchangeBlocksPerSm = 6;
+static_assert(kMaxRanks <= kTaskBlockThreads, "a block's threads read every rank's epoch, one each");
 
 // Memory-level parallelism: a warp sends kSendItems items at a time, kGroupsAtOnce line groups of each (every load
 // of such a batch issued before the first store), and a thread's receive item polls kLinesAtOnce lines at once.
@@ -153,7 +155,9 @@ extern "C" __global__ void __launch_bounds__(kTaskBlockThreads, kExchangeBlocksP
     if (static_cast<int>(threadIdx.x) < cp) {
         epochs[threadIdx.x] = static_cast<uint32_t>(ptx::ld_relaxed_u64(l.workspace(threadIdx.x)));
     }
-    __syncthreads();  // every epoch read before this block's arrivals, so before the last arrival advances one
+    // Thread r read rank r's word before its own arrival there, so before the last arrival advances it; the barrier
+    // puts every epoch in shared memory before any thread uses one.
+    __syncthreads();
     if (static_cast<int>(threadIdx.x) < cp) {
         arrive(reinterpret_cast<unsigned char*>(l.workspace(threadIdx.x)), static_cast<int>(gridDim.x));
     }

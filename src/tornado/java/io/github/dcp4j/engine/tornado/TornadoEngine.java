@@ -334,8 +334,9 @@ public final class TornadoEngine implements LocalGroup {
      */
     private static WorkerGrid1D exchangeGrid(long work) {
         int sms = TornadoExecutionPlan.DEFAULT_DEVICE.getPhysicalDevice().getDeviceMaxComputeUnits();
-        long blocks = Math.min((long) Math.max(sms, 1) * EXCHANGE_BLOCKS_PER_SM, Math.ceilDiv(Math.max(work, 1),
-                BLOCK_THREADS));
+        // no more blocks than a ticket counts arrivals of (Ll128.ARRIVALS_MASK): the exchange strides over its items
+        long blocks = Math.min(Math.min((long) Math.max(sms, 1) * EXCHANGE_BLOCKS_PER_SM, Ll128.ARRIVALS_MASK),
+                Math.ceilDiv(Math.max(work, 1), BLOCK_THREADS));
         WorkerGrid1D g = new WorkerGrid1D((int) (blocks * BLOCK_THREADS));
         g.setLocalWork(BLOCK_THREADS, 1, 1);
         return g;

@@ -105,7 +105,7 @@ class TornadoTasksContractTest {
                 () -> MergeVariant.named("no.such.Merges::merge"));
         assertTrue(noClass.getMessage().contains("not on the class path"), noClass.getMessage());
         IllegalArgumentException wrongMethod = assertThrows(IllegalArgumentException.class,
-                () -> MergeVariant.named(MergeTasks.class.getName() + "::clear"));
+                () -> MergeVariant.named(MergeTasks.class.getName() + "::weights"));
         assertTrue(wrongMethod.getMessage().contains("no public static void method"), wrongMethod.getMessage());
     }
 
