@@ -65,23 +65,38 @@ public final class MergeTasks {
     public static final int STATUS_MISALIGNED = 2;
 
     // --- the constant table (DoubleArray, transferred once) ---
-    /** +inf. */
-    public static final int T_POS_INF = 0;
     /** -inf. */
-    public static final int T_NEG_INF = 1;
+    public static final int T_NEG_INF = 0;
     /** A NaN. */
-    public static final int T_NAN = 2;
+    public static final int T_NAN = 1;
     /** The 8 Taylor coefficients of 2^f (WeightExp's, as fp32 values). */
-    public static final int T_TAYLOR = 3;
+    public static final int T_TAYLOR = 2;
     /** Degree of the Taylor polynomial (WeightExp.TAYLOR_DEGREE). */
     public static final int TAYLOR_DEGREE = 7;
-    /** Index of 2^0; 2^k is at T_POW2 + k for k in [-POW2_RANGE, POW2_RANGE]. */
-    public static final int T_POW2 = T_TAYLOR + TAYLOR_DEGREE + 1 + 160;
     /** Largest |k| in the power-of-two table. */
     public static final int POW2_RANGE = 160;
+    /** Index of 2^0; 2^k is at T_POW2 + k for k in [-POW2_RANGE, POW2_RANGE]. */
+    public static final int T_POW2 = T_TAYLOR + TAYLOR_DEGREE + 1 + POW2_RANGE;
+    /**
+     * bf16's decoding scales, {@code 2 << 9} entries: see {@link #decodeExact}. Entry {@code (s_e << 1) | (m != 0)},
+     * for the pattern's sign and exponent bits {@code s_e} (its top 9) and whether its fraction {@code m} is nonzero:
+     * the signed power of two of the pattern's last significand bit, signed infinity or NaN where the exponent is all
+     * ones.
+     */
+    public static final int T_DECODE_BF16 = T_POW2 + POW2_RANGE + 1;
+    /** fp16's decoding scales, {@code 2 << 6} entries, as {@link #T_DECODE_BF16}'s (its top 6 bits). */
+    public static final int T_DECODE_FP16 = T_DECODE_BF16 + (2 << 9);
     /** Entries of the constant table. */
-    public static final int TABLES = T_POW2 + POW2_RANGE + 1;
+    public static final int TABLES = T_DECODE_FP16 + (2 << 6);
 
+    /** Bits of a bf16 or fp16 pattern. */
+    private static final int HALF_BITS = 16;
+    /** Fraction bits of bf16. */
+    private static final int BF16_FRACTION_BITS = 7;
+    /** Fraction bits of fp16. */
+    private static final int FP16_FRACTION_BITS = 10;
+    /** Sources whose words and weights the merge loads before it uses the first of them. */
+    private static final int SOURCES_AT_ONCE = 4;
     /** log2(e), WeightExp.LOG2_E. */
     private static final float LOG2_E = 1.442695f;
     /** 1.5 x 2^23: (y + R) - R rounds an fp32 |y| < 2^22 to an integer, to nearest even. */
@@ -105,7 +120,6 @@ public final class MergeTasks {
                     + taylor.length);
         }
         DoubleArray t = new DoubleArray(TABLES);
-        t.set(T_POS_INF, Double.POSITIVE_INFINITY);
         t.set(T_NEG_INF, Double.NEGATIVE_INFINITY);
         t.set(T_NAN, Double.NaN);
         for (int k = 0; k <= TAYLOR_DEGREE; k++) {
@@ -114,7 +128,23 @@ public final class MergeTasks {
         for (int k = -POW2_RANGE; k <= POW2_RANGE; k++) {
             t.set(T_POW2 + k, Math.scalb(1.0, k));
         }
+        decodingScales(t, T_DECODE_BF16, BF16_FRACTION_BITS);
+        decodingScales(t, T_DECODE_FP16, FP16_FRACTION_BITS);
         return t;
+    }
+
+    /** {@link #decodeExact}'s scales for the 16-bit format with {@code mBits} fraction bits, from {@code at} on. */
+    private static void decodingScales(DoubleArray t, int at, int mBits) {
+        int eBits = HALF_BITS - 1 - mBits;
+        int eMax = (1 << eBits) - 1;
+        int bias = eMax >> 1;
+        for (int top = 0; top < 1 << (eBits + 1); top++) {
+            int e = top & eMax;
+            double sign = top > eMax ? -1.0 : 1.0;
+            double finite = sign * Math.scalb(1.0, (e == 0 ? 1 : e) - bias - mBits);
+            t.set(at + (top << 1), e == eMax ? sign * Double.POSITIVE_INFINITY : finite);
+            t.set(at + (top << 1) + 1, e == eMax ? Double.NaN : finite);
+        }
     }
 
     // ------------------------------------------------------------------------------------------------ the tasks
@@ -134,32 +164,77 @@ public final class MergeTasks {
         int rows = p.get(P_ROWS);
         boolean base2 = p.get(P_BASE2) == 1;
         float negInf = (float) t.get(T_NEG_INF);
+        // Four sources at a time, their loads issued before the first is used: a thread's loads are its time here
+        // (one row's work is a few hundred instructions), and one round trip then serves four of them.
         for (@Parallel int dr = 0; dr < cp * rows; dr++) {
             int first = dr * cp;
             float m = negInf;
-            for (int s = 0; s < cp; s++) {
-                float lse = received.get(first + s);
-                // step 1: NaN and +inf count as -inf
-                float x = lse != lse || lse > Float.MAX_VALUE ? negInf : lse;
-                w.set(first + s, x);
-                m = x > m ? x : m;
+            for (int s = 0; s < cp; s += 4) {
+                float x0 = received.get(first + s);
+                float x1 = s + 1 < cp ? received.get(first + s + 1) : negInf;
+                float x2 = s + 2 < cp ? received.get(first + s + 2) : negInf;
+                float x3 = s + 3 < cp ? received.get(first + s + 3) : negInf;
+                m = larger(larger(larger(larger(m, counted(x0, negInf)), counted(x1, negInf)), counted(x2, negInf)),
+                        counted(x3, negInf));
             }
             if (m == negInf) {
                 m = 0f;
             }
             float denom = 0f;
-            for (int s = 0; s < cp; s++) {
-                float e = weightExp(base2, w.get(first + s) - m, t);
-                w.set(first + s, e);
-                denom += e;
+            for (int s = 0; s < cp; s += 4) {
+                float x0 = received.get(first + s);
+                float x1 = s + 1 < cp ? received.get(first + s + 1) : negInf;
+                float x2 = s + 2 < cp ? received.get(first + s + 2) : negInf;
+                float x3 = s + 3 < cp ? received.get(first + s + 3) : negInf;
+                float e0 = weightExp(base2, counted(x0, negInf) - m, t);
+                w.set(first + s, e0);
+                denom += e0;
+                if (s + 1 < cp) {
+                    float e1 = weightExp(base2, counted(x1, negInf) - m, t);
+                    w.set(first + s + 1, e1);
+                    denom += e1;
+                }
+                if (s + 2 < cp) {
+                    float e2 = weightExp(base2, counted(x2, negInf) - m, t);
+                    w.set(first + s + 2, e2);
+                    denom += e2;
+                }
+                if (s + 3 < cp) {
+                    float e3 = weightExp(base2, counted(x3, negInf) - m, t);
+                    w.set(first + s + 3, e3);
+                    denom += e3;
+                }
             }
             // 1 / denom in fp64, rounded once to fp32: the correctly rounded fp32 quotient (fp64 has > 2 x 24 + 2
             // bits), where PTX's f32 division is approximate
             float inv = denom == 0f ? 0f : (float) (1.0 / (double) denom);
-            for (int s = 0; s < cp; s++) {
-                w.set(first + s, w.get(first + s) * inv);
+            for (int s = 0; s < cp; s += 4) {
+                float e0 = w.get(first + s);
+                float e1 = s + 1 < cp ? w.get(first + s + 1) : 0f;
+                float e2 = s + 2 < cp ? w.get(first + s + 2) : 0f;
+                float e3 = s + 3 < cp ? w.get(first + s + 3) : 0f;
+                w.set(first + s, e0 * inv);
+                if (s + 1 < cp) {
+                    w.set(first + s + 1, e1 * inv);
+                }
+                if (s + 2 < cp) {
+                    w.set(first + s + 2, e2 * inv);
+                }
+                if (s + 3 < cp) {
+                    w.set(first + s + 3, e3 * inv);
+                }
             }
         }
+    }
+
+    /** The running maximum of ExactMerge step 2 with one more value, as its loop takes it (the first of equal zeros). */
+    private static float larger(float m, float x) {
+        return x > m ? x : m;
+    }
+
+    /** ExactMerge step 1: an LSE as the weights count it, NaN and +inf as -inf. */
+    private static float counted(float lse, float negInf) {
+        return lse != lse || lse > Float.MAX_VALUE ? negInf : lse;
     }
 
     /**
@@ -183,6 +258,8 @@ public final class MergeTasks {
         int rows = p.get(P_ROWS);
         int words = p.get(P_DATA_WORDS);
         boolean bf16 = p.get(P_BF16) == 1;
+        int mBits = bf16 ? BF16_FRACTION_BITS : FP16_FRACTION_BITS;
+        int scales = bf16 ? T_DECODE_BF16 : T_DECODE_FP16;
         int sourceLongs = sourceLongs(p);
         for (@Parallel int i = 0; i < cp * rows * words; i++) {
             int dr = i / words;
@@ -191,25 +268,48 @@ public final class MergeTasks {
             int row = dr - dst * rows;
             int line = k / LINE_DATA_WORDS;
             // word k of the row from source 0 (its place, were it sent), then sourceLongs on per source
-            int fromSource0 = dataLine(p, dst, slot(p, ws, dst), 0, row, line) + k - line * LINE_DATA_WORDS;
+            int at = dataLine(p, dst, slot(p, ws, dst), 0, row, line) + k - line * LINE_DATA_WORDS;
             int own = index.get(p.get(P_SLICE_INDEX) + dr * cp + dst) + 4 * k;
+            long ownWord = (oIn.get(own) & 0xFFFFL) | (oIn.get(own + 1) & 0xFFFFL) << 16
+                    | (oIn.get(own + 2) & 0xFFFFL) << 32 | (oIn.get(own + 3) & 0xFFFFL) << 48;
+            int first = dr * cp;
             float a0 = 0f;
             float a1 = 0f;
             float a2 = 0f;
             float a3 = 0f;
-            for (int s = 0; s < cp; s++) {
-                float ws0 = w.get(dr * cp + s);
-                long word;
-                if (s == dst) {
-                    word = (oIn.get(own) & 0xFFFFL) | (oIn.get(own + 1) & 0xFFFFL) << 16
-                            | (oIn.get(own + 2) & 0xFFFFL) << 32 | (oIn.get(own + 3) & 0xFFFFL) << 48;
-                } else {
-                    word = ws.get(fromSource0 + s * sourceLongs);
+            // SOURCES_AT_ONCE sources' words and weights loaded before the first is used, then accumulated in order
+            for (int s = 0; s < cp; s += SOURCES_AT_ONCE) {
+                long x0 = s == dst ? ownWord : ws.get(at);
+                long x1 = s + 1 < cp ? (s + 1 == dst ? ownWord : ws.get(at + sourceLongs)) : 0L;
+                long x2 = s + 2 < cp ? (s + 2 == dst ? ownWord : ws.get(at + 2 * sourceLongs)) : 0L;
+                long x3 = s + 3 < cp ? (s + 3 == dst ? ownWord : ws.get(at + 3 * sourceLongs)) : 0L;
+                float w0 = w.get(first + s);
+                float w1 = s + 1 < cp ? w.get(first + s + 1) : 0f;
+                float w2 = s + 2 < cp ? w.get(first + s + 2) : 0f;
+                float w3 = s + 3 < cp ? w.get(first + s + 3) : 0f;
+                a0 = addRounded((double) w0 * decodeExact((int) x0 & 0xFFFF, mBits, scales, t), a0);
+                a1 = addRounded((double) w0 * decodeExact((int) x0 >>> 16, mBits, scales, t), a1);
+                a2 = addRounded((double) w0 * decodeExact((int) (x0 >>> 32) & 0xFFFF, mBits, scales, t), a2);
+                a3 = addRounded((double) w0 * decodeExact((int) (x0 >>> 48), mBits, scales, t), a3);
+                if (s + 1 < cp) {
+                    a0 = addRounded((double) w1 * decodeExact((int) x1 & 0xFFFF, mBits, scales, t), a0);
+                    a1 = addRounded((double) w1 * decodeExact((int) x1 >>> 16, mBits, scales, t), a1);
+                    a2 = addRounded((double) w1 * decodeExact((int) (x1 >>> 32) & 0xFFFF, mBits, scales, t), a2);
+                    a3 = addRounded((double) w1 * decodeExact((int) (x1 >>> 48), mBits, scales, t), a3);
                 }
-                a0 = fma32(ws0, decodeHalf((int) (word & 0xFFFF), bf16, t), a0);
-                a1 = fma32(ws0, decodeHalf((int) ((word >>> 16) & 0xFFFF), bf16, t), a1);
-                a2 = fma32(ws0, decodeHalf((int) ((word >>> 32) & 0xFFFF), bf16, t), a2);
-                a3 = fma32(ws0, decodeHalf((int) ((word >>> 48) & 0xFFFF), bf16, t), a3);
+                if (s + 2 < cp) {
+                    a0 = addRounded((double) w2 * decodeExact((int) x2 & 0xFFFF, mBits, scales, t), a0);
+                    a1 = addRounded((double) w2 * decodeExact((int) x2 >>> 16, mBits, scales, t), a1);
+                    a2 = addRounded((double) w2 * decodeExact((int) (x2 >>> 32) & 0xFFFF, mBits, scales, t), a2);
+                    a3 = addRounded((double) w2 * decodeExact((int) (x2 >>> 48), mBits, scales, t), a3);
+                }
+                if (s + 3 < cp) {
+                    a0 = addRounded((double) w3 * decodeExact((int) x3 & 0xFFFF, mBits, scales, t), a0);
+                    a1 = addRounded((double) w3 * decodeExact((int) x3 >>> 16, mBits, scales, t), a1);
+                    a2 = addRounded((double) w3 * decodeExact((int) (x3 >>> 32) & 0xFFFF, mBits, scales, t), a2);
+                    a3 = addRounded((double) w3 * decodeExact((int) (x3 >>> 48), mBits, scales, t), a3);
+                }
+                at += SOURCES_AT_ONCE * sourceLongs;
             }
             if (failed.get(dr) != 0) {
                 float nan = (float) t.get(T_NAN);
@@ -251,30 +351,35 @@ public final class MergeTasks {
 
     /**
      * {@code fma(a, b, c)} in fp32, rounded once, without an fma instruction: the product of two fp32 values is exact
-     * in fp64, and rounding the fp64 sum {@code s} to fp32 is the correct result unless {@code s} lies exactly halfway
-     * between two fp32 values; there the true sum lies on the side of the sum's rounding error {@code err} (exact, by
-     * two-sum), which is computed only then.
+     * in fp64 ({@link #addRounded} does the rest).
      */
     public static float fma32(float a, float b, float c) {
-        double prod = (double) a * (double) b;
+        return addRounded((double) a * (double) b, c);
+    }
+
+    /**
+     * {@code prod + c} rounded once to fp32, for a {@code prod} whose significand fits 48 bits (an fp32 product, or a
+     * weight times a half): rounding the fp64 sum {@code s} to fp32 is the correct result unless {@code s} lies
+     * exactly halfway between two fp32 values; there the true sum lies on the side of the sum's rounding error
+     * {@code err} (exact, by two-sum), which is computed only then.
+     */
+    static float addRounded(double prod, float c) {
         double s = prod + c;
         float r = (float) s;
         double back = r;
-        if (s == back) {
-            return r;  // s is an fp32 value (or infinite): within an fp64 ulp of the true sum, which rounds to it
-        }
         double d = s - back;
-        double mirror = back + 2.0 * d;  // the other fp32 neighbour, where s is the midpoint between the two
-        float other = (float) mirror;
-        if (other == r || (double) other != mirror) {
-            return r;  // s is no midpoint (or NaN)
+        // the other fp32 neighbour where s is the midpoint between the two; otherwise strictly between them and no
+        // fp32 value (NaN where s or r is infinite or NaN)
+        double mirror = back + 2.0 * d;
+        if ((double) (float) mirror != mirror || d == 0.0) {
+            return r;  // s is no midpoint: within an fp64 ulp of the true sum, whose rounding it shares
         }
         double bb = s - prod;
         double err = (prod - (s - bb)) + (c - bb);
         if (err == 0.0) {
             return r;  // the true sum is the midpoint: to even, as (float) s rounds it
         }
-        return (err > 0.0) == (d > 0.0) ? other : r;
+        return (err > 0.0) == (d > 0.0) ? (float) mirror : r;
     }
 
     /** WeightExp.exp: {@code 2^x} (base 2) or {@code e^x}, x <= 0, by the same fp32 steps. */
@@ -294,26 +399,23 @@ public final class MergeTasks {
 
     /** The fp32 value of a bf16 ({@code bf16}) or fp16 bit pattern (the low 16 bits of {@code bits}). */
     public static float decodeHalf(int bits, boolean bf16, DoubleArray t) {
-        return bf16 ? decode(bits, 8, 7, t) : decode(bits, 5, 10, t);
+        return bf16 ? (float) decodeExact(bits & 0xFFFF, BF16_FRACTION_BITS, T_DECODE_BF16, t)
+                : (float) decodeExact(bits & 0xFFFF, FP16_FRACTION_BITS, T_DECODE_FP16, t);
     }
 
     /**
-     * The value of a binary floating-point pattern with {@code eBits} exponent and {@code mBits} fraction bits, with
-     * one load of the power-of-two table: infinity as a significand times 2^POW2_RANGE (beyond fp32), NaN as infinity
-     * minus infinity (no infinity or NaN constant compiles).
+     * The exact value of the 16-bit pattern {@code bits} with {@code mBits} fraction bits, without a branch: the
+     * significand (the fraction, with its leading one where the exponent is nonzero) times one load of the format's
+     * scales at {@code scales} (which hold the sign, and infinity or NaN where the exponent is all ones).
      */
-    private static float decode(int bits, int eBits, int mBits, DoubleArray t) {
+    static double decodeExact(int bits, int mBits, int scales, DoubleArray t) {
+        int eBits = HALF_BITS - 1 - mBits;
         int eMax = (1 << eBits) - 1;
-        int bias = eMax >> 1;
-        int e = (bits >>> mBits) & eMax;
-        int m = bits & ((1 << mBits) - 1);
-        int significand = e == 0 ? m : m + (1 << mBits);
-        int exponent = e == eMax ? POW2_RANGE : (e == 0 ? 1 : e) - bias - mBits;
-        float v = (float) (significand * t.get(T_POW2 + exponent));
-        if (e == eMax && m != 0) {
-            v = v - v;
-        }
-        return ((bits >>> (eBits + mBits)) & 1) == 1 ? -v : v;
+        int mMask = (1 << mBits) - 1;
+        int top = bits >>> mBits;
+        int m = bits & mMask;
+        int significand = m | ((top & eMax) + eMax) >>> eBits << mBits;  // (e + eMax) >> eBits: 1 unless e == 0
+        return significand * t.get(scales + (top << 1 | (m + mMask) >>> mBits));  // (m + mMask) >> mBits: m != 0
     }
 
     /**
