@@ -25,9 +25,9 @@ constexpr int kArrayHeader = 16;
 
 // TornadoEngine.BLOCK_THREADS and EXCHANGE_BLOCKS_PER_SM: the exchange's blocks and how many the engine launches per
 // SM, which must all be resident at once (receivers poll for senders). The launch bounds hold the kernel to the
-// registers that many blocks leave each thread (80, the most 6 blocks leave), so that they always fit. On an H100 (docs/
-// perf/log/2026-12-07.md, 23:45 UTC) 6 blocks ran the layer shape faster than 4 at every batch and than 8 (which needs
-// 4 lines polled at once to fit 64 registers) at batch 1 and 16, 2% slower than 8 at 256.
+// registers that many blocks leave each thread (80, the most 6 blocks leave), so that they always fit. On an H100
+// (docs/perf/log/2026-12-07.md, 23:45 UTC) 6 blocks ran the layer shape faster than 4 at every batch and than 8 (which
+// needs 4 lines polled at once to fit 64 registers) at batch 1 and 16, 2% slower than 8 at 256.
 constexpr int kTaskBlockThreads = 128;
 constexpr int kExchangeBlocksPerSm = 6;
 static_assert(kMaxRanks <= kTaskBlockThreads, "a block's threads read every rank's epoch, one each");
@@ -85,9 +85,13 @@ struct Layout {
     }
 };
 
-__device__ __forceinline__ uint32_t lseFlag(uint32_t epoch) {
-    uint32_t flag = epoch + 1;
-    return flag == 0 ? 1 : flag;
+// The flags of the call at `epoch`: its LSE flag and slot as the CUDA engine's (call_flags, both slots in use), and its
+// data flag kFlagTag | (epoch + 1), never zero, where the CUDA engine's is keyed: here every flag seen is zeroed by its
+// reader (docs/TORNADO.md), so a zero flag never looks ready.
+__device__ __forceinline__ CallFlags exchangeFlags(uint32_t epoch) {
+    CallFlags f = call_flags(epoch, 1);
+    f.data = kFlagTag | (epoch + 1u);
+    return f;
 }
 
 // Data word k of a row slice that starts at element `start` of partial_o (4 little-endian 16-bit elements).
@@ -109,20 +113,13 @@ __device__ __forceinline__ bool aligned(const Layout& l, int* status) {
     return true;
 }
 
-// Records the first wait of `dst` that gave up (the other engines' record), poisons its workspace, marks the row.
-__device__ void giveUp(const Layout& l, int dst, int src, int row, int line, int kind, uint32_t epoch, int* failed,
+// Marks the row failed and leaves the other engines' record of the first wait of `dst` that gave up (record_timeout:
+// the record, the poisoned bit, the status word).
+__device__ void giveUp(const Layout& l, int dst, int src, int row, int line, uint32_t kind, uint32_t epoch, int* failed,
                        int* status) {
-    uint64_t* meta = l.workspace(dst);
     failed[dst * l.rows() + row] = 1;
-    atomicOr(reinterpret_cast<unsigned long long*>(meta), kPoisonedBit << 32);
-    uint32_t* words = reinterpret_cast<uint32_t*>(meta);
-    if (atomicCAS(words + kTimeoutOffset / 4, 0u, static_cast<uint32_t>(kind)) == 0u) {
-        words[kTimeoutSourceOffset / 4] = src;
-        words[kTimeoutRowOffset / 4] = row;
-        words[kTimeoutLineOffset / 4] = line;
-        words[kTimeoutEpochOffset / 4] = epoch;
-    }
-    status[0] = kStatusFailed;
+    record_timeout(reinterpret_cast<unsigned char*>(l.workspace(dst)), reinterpret_cast<unsigned int*>(status), kind,
+                   src, row, line, epoch);
 }
 
 }  // namespace
@@ -217,19 +214,18 @@ extern "C" __global__ void __launch_bounds__(kTaskBlockThreads, kExchangeBlocksP
                 if (!sending[u]) {
                     continue;
                 }
-                const uint32_t epoch = epochs[src[u]];
-                const int slot = static_cast<int>(epoch & 1);
+                const CallFlags f = exchangeFlags(epochs[src[u]]);
 #pragma unroll
                 for (int g = 0; g < kGroupsAtOnce; ++g) {
                     const int group = group0 + g;
                     const int line = group * kLinesPerGroup + (lane >> 3);
                     if (line < lines) {
-                        ptx::st_volatile_line_part(l.dataLine(dst[u], slot, src[u], row[u], line) + 2 * part,
-                                                   lo[u][g], part == 7 ? (kFlagTag | (epoch + 1)) : hi[u][g]);
+                        ptx::st_volatile_line_part(l.dataLine(dst[u], f.slot, src[u], row[u], line) + 2 * part,
+                                                   lo[u][g], part == 7 ? f.data : hi[u][g]);
                     }
                     if (lane == 0 && group < groups) {
-                        ptx::st_volatile_lse_line(l.lseLine(dst[u], slot, src[u], row[u], group), lseBits[u],
-                                                  lseFlag(epoch));
+                        ptx::st_volatile_lse_line(l.lseLine(dst[u], f.slot, src[u], row[u], group), lseBits[u],
+                                                  f.lse);
                     }
                 }
             }
@@ -252,9 +248,7 @@ extern "C" __global__ void __launch_bounds__(kTaskBlockThreads, kExchangeBlocksP
             continue;
         }
         const uint32_t epoch = epochs[dst];
-        const int slot = static_cast<int>(epoch & 1);
-        const uint64_t flag = kFlagTag | (epoch + 1);
-        const uint32_t lf = lseFlag(epoch);
+        const CallFlags f = exchangeFlags(epoch);
         // kLinesAtOnce of the item's lines at a time, every flag still missing loaded again in each round at once,
         // each zeroed where it was seen.
         bool ok = true;
@@ -265,14 +259,14 @@ extern "C" __global__ void __launch_bounds__(kTaskBlockThreads, kExchangeBlocksP
 #pragma unroll
                 for (int j = 0; j < kLinesAtOnce; ++j) {
                     if (missing >> j & 1u) {
-                        seen[j] = ptx::ld_volatile_flag(l.dataLine(dst, slot, src, row, line0 + j) + kLineDataWords);
+                        seen[j] = ptx::ld_volatile_flag(l.dataLine(dst, f.slot, src, row, line0 + j) + kLineDataWords);
                     }
                 }
 #pragma unroll
                 for (int j = 0; j < kLinesAtOnce; ++j) {
-                    if ((missing >> j & 1u) && seen[j] == flag) {
+                    if ((missing >> j & 1u) && seen[j] == f.data) {
                         missing &= ~(1u << j);
-                        ptx::st_volatile_clear_flag(l.dataLine(dst, slot, src, row, line0 + j) + kLineDataWords);
+                        ptx::st_volatile_clear_flag(l.dataLine(dst, f.slot, src, row, line0 + j) + kLineDataWords);
                     }
                 }
                 if (missing == 0u) {
@@ -292,14 +286,14 @@ extern "C" __global__ void __launch_bounds__(kTaskBlockThreads, kExchangeBlocksP
 #pragma unroll
                 for (int j = 0; j < kLinesAtOnce; ++j) {
                     if (missing >> j & 1u) {
-                        seen[j] = ptx::ld_volatile_lse_line(l.lseLine(dst, slot, src, row, group0 + j));
+                        seen[j] = ptx::ld_volatile_lse_line(l.lseLine(dst, f.slot, src, row, group0 + j));
                     }
                 }
 #pragma unroll
                 for (int j = 0; j < kLinesAtOnce; ++j) {
-                    if ((missing >> j & 1u) && seen[j].y == lf && seen[j].w == lf) {
+                    if ((missing >> j & 1u) && seen[j].y == f.lse && seen[j].w == f.lse) {
                         missing &= ~(1u << j);
-                        ptx::st_volatile_clear_lse_line(l.lseLine(dst, slot, src, row, group0 + j));
+                        ptx::st_volatile_clear_lse_line(l.lseLine(dst, f.slot, src, row, group0 + j));
                         if (group0 + j == 0) {
                             got[item] = __uint_as_float(seen[j].x);
                         }

@@ -227,7 +227,10 @@ public final class MergeTasks {
         }
     }
 
-    /** The running maximum of ExactMerge step 2 with one more value, as its loop takes it (the first of equal zeros). */
+    /**
+     * max(m, x) for ExactMerge step 2, except that of a +0 and a -0 it keeps m where Math.max gives +0: no weight
+     * changes, since the exponential of a difference that is zero is 1 whatever its sign.
+     */
     private static float larger(float m, float x) {
         return x > m ? x : m;
     }

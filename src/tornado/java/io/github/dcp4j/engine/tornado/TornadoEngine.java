@@ -39,6 +39,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
 import java.util.Objects;
+import java.util.function.Function;
 
 /**
  * The TornadoVM engine in loopback: every cp rank of a group on one GPU, their workspaces, inputs and outputs in
@@ -220,7 +221,7 @@ public final class TornadoEngine implements LocalGroup {
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
-        text = renameEntry(text, Prebuilt.ENTRY, entryName(Prebuilt.TASK, Prebuilt.ENTRY, Prebuilt.ARGS));
+        text = renameEntry(text, Prebuilt.ENTRY, entryName(Prebuilt.TASK, Prebuilt.ENTRY, Prebuilt.types()));
         Path file;
         try {
             file = Files.createTempFile("dcp4j-tornado-", ".ptx");
@@ -265,30 +266,47 @@ public final class TornadoEngine implements LocalGroup {
     }
 
     /**
-     * The graph's one prebuilt task, {@code exchange} (the LL128 send and the bounded receive in one kernel), its
-     * arguments' classes (for the entry name) and accessors. One prebuilt task, and the graph's first: TornadoVM 5.2.1
-     * finds a prebuilt task's installed code at the graph's first task's place (its local task index of a prebuilt
-     * task is always 0), so a second prebuilt task would launch the first one's kernel.
+     * The graph's one prebuilt task, {@code exchange} (the LL128 send and the bounded receive in one kernel), and its
+     * arguments. One prebuilt task, and the graph's first: TornadoVM 5.2.1 finds a prebuilt task's installed code at
+     * the graph's first task's place (its local task index of a prebuilt task is always 0), so a second prebuilt task
+     * would launch the first one's kernel.
      */
     static final class Prebuilt {
         static final String TASK = "exchange";
         static final String ENTRY = "ll128_exchange";
-        static final List<Class<?>> ARGS = List.of(IntArray.class, LongArray.class, ShortArray.class,
-                FloatArray.class, IntArray.class, IntArray.class, FloatArray.class, IntArray.class, IntArray.class);
+
+        /**
+         * One argument of the kernel, after TornadoVM's kernel-context pointer: its parameter's name in
+         * tornado_tasks.cu, its array's class (which TornadoVM spells into the entry name), how the kernel accesses
+         * it, and which of the graph's arrays it is.
+         */
+        record Argument(String name, Class<?> type, Access access, Function<GraphArrays, Object> array) {
+        }
+
+        /** The kernel's arguments in its parameters' order. */
+        static final List<Argument> ARGUMENTS = List.of(
+                new Argument("params", IntArray.class, Access.READ_ONLY, a -> a.params),
+                new Argument("workspaces", LongArray.class, Access.READ_WRITE, a -> a.ws),
+                new Argument("partialO", ShortArray.class, Access.READ_ONLY, a -> a.oIn),
+                new Argument("partialLse", FloatArray.class, Access.READ_ONLY, a -> a.lseIn),
+                new Argument("index", IntArray.class, Access.READ_ONLY, a -> a.index),
+                new Argument("senders", IntArray.class, Access.READ_ONLY, a -> a.senders),
+                new Argument("received", FloatArray.class, Access.WRITE_ONLY, a -> a.received),
+                new Argument("failed", IntArray.class, Access.READ_WRITE, a -> a.failed),
+                new Argument("status", IntArray.class, Access.READ_WRITE, a -> a.status));
 
         private Prebuilt() {
         }
 
-        static AccessorParameters exchange(GraphArrays a) {
-            return accessors(new Object[] {a.params, a.ws, a.oIn, a.lseIn, a.index, a.senders, a.received, a.failed,
-                a.status}, new Access[] {Access.READ_ONLY, Access.READ_WRITE, Access.READ_ONLY, Access.READ_ONLY,
-                    Access.READ_ONLY, Access.READ_ONLY, Access.WRITE_ONLY, Access.READ_WRITE, Access.READ_WRITE});
+        /** The arguments' classes, in order, as {@link #entryName} takes them. */
+        static List<Class<?>> types() {
+            return ARGUMENTS.stream().<Class<?>>map(Argument::type).toList();
         }
 
-        private static AccessorParameters accessors(Object[] arrays, Access[] access) {
-            AccessorParameters p = new AccessorParameters(arrays.length);
-            for (int i = 0; i < arrays.length; i++) {
-                p.set(i, arrays[i], access[i]);
+        static AccessorParameters exchange(GraphArrays a) {
+            AccessorParameters p = new AccessorParameters(ARGUMENTS.size());
+            for (int i = 0; i < ARGUMENTS.size(); i++) {
+                p.set(i, ARGUMENTS.get(i).array().apply(a), ARGUMENTS.get(i).access());
             }
             return p;
         }

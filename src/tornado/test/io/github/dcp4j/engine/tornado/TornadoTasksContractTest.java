@@ -1,11 +1,14 @@
 package io.github.dcp4j.engine.tornado;
 
+import io.github.dcp4j.op.DType;
+import io.github.dcp4j.op.WorkspaceSpec;
 import org.junit.jupiter.api.Test;
 
 import java.io.IOException;
 import java.lang.reflect.Field;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
@@ -71,16 +74,27 @@ class TornadoTasksContractTest {
 
     /**
      * The prebuilt task's arguments as the graph passes them (one array each, after TornadoVM's kernel-context
-     * pointer) against the kernel's parameters: one more parameter or one fewer would shift every array the kernel
-     * reads.
+     * pointer) against the kernel's parameters, by name and in order: one more, one fewer or two swapped would give the
+     * kernel the wrong arrays. Each argument's array is of the class the entry name is spelled with.
      */
     @Test
-    void thePrebuiltTaskHasAsManyArgumentsAsTheKernelHasArrayParameters() throws IOException {
+    void thePrebuiltTaskPassesTheKernelsParametersInOrder() throws IOException {
         Matcher m = Pattern.compile(TornadoEngine.Prebuilt.ENTRY + "\\(([^)]*)\\)").matcher(Files.readString(SOURCE));
         assertTrue(m.find(), "no " + TornadoEngine.Prebuilt.ENTRY + "(...) in " + SOURCE);
         String[] parameters = m.group(1).split(",");
         assertTrue(parameters[0].contains("kernel context"), "the first parameter is the context: " + parameters[0]);
-        assertEquals(TornadoEngine.Prebuilt.ARGS.size(), parameters.length - 1, m.group(1));
+        List<String> kernel = new ArrayList<>();
+        for (int i = 1; i < parameters.length; i++) {
+            String[] words = parameters[i].trim().split("[\\s*]+");
+            kernel.add(words[words.length - 1]);
+        }
+        List<String> passed =
+                TornadoEngine.Prebuilt.ARGUMENTS.stream().map(TornadoEngine.Prebuilt.Argument::name).toList();
+        assertEquals(kernel, passed, m.group(1));
+        GraphArrays arrays = new GraphArrays(new WorkspaceSpec(4, 2, 4, 64, DType.BF16));
+        for (TornadoEngine.Prebuilt.Argument a : TornadoEngine.Prebuilt.ARGUMENTS) {
+            assertTrue(a.type().isInstance(a.array().apply(arrays)), a.name() + " is not a " + a.type().getName());
+        }
     }
 
     /** As TornadoVM's PTXCodeUtil.buildKernelName spells it: graph_task_entry, then each argument's array class. */
