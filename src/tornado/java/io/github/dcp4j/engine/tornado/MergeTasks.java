@@ -434,15 +434,20 @@ public final class MergeTasks {
         if (value != value) {
             return bf16 ? 0x7FC0 : 0x7E00;
         }
-        // the sign, -0 included (1 / -0 is -inf; an fp32 division, where an fp64 one is a long PTX sequence)
-        int sign = value < 0f || (value == 0f && 1f / value < 0f) ? 0x8000 : 0;
+        if (value == 0f) {
+            // only a division tells -0 (1 / -0 is -inf; an fp32 one, where fp64's is a long PTX sequence), so only
+            // a zero pays for one
+            return 1f / value < 0f ? 0x8000 : 0;
+        }
+        int sign = value < 0f ? 0x8000 : 0;
         double a = value < 0f ? -(double) value : (double) value;
         if (a > Float.MAX_VALUE) {
             return sign | inf;
         }
         // floor(log2(a)) is within one of the exponent from 2^minExp up even where log2 is approximate (PTX's
-        // lg2.approx); below, the estimate is not used
-        int k = exponentAtMost(a, (int) TornadoMath.floor(TornadoMath.log2((float) a)), minExp, maxExp, t);
+        // lg2.approx); below, the estimate is not used. TornadoMath.log2 divides TornadoMath.log by ln 2 (a second
+        // fp32 division after the one in log), where a multiplication by log2(e) does
+        int k = exponentAtMost(a, (int) TornadoMath.floor(TornadoMath.log((float) a) * LOG2_E), minExp, maxExp, t);
         double units = a * t.get(T_POW2 + mBits - k);
         double rounded = (units + ROUND_F64) - ROUND_F64;
         double magnitude = (k - minExp) * (double) (1 << mBits) + rounded;
