@@ -65,6 +65,16 @@ public final class MergeTasks {
     public static final int STATUS_MISALIGNED = 2;
 
     // --- the constant table (DoubleArray, transferred once) ---
+    /** Bits of a bf16 or fp16 pattern. */
+    private static final int HALF_BITS = 16;
+    /** Fraction bits of bf16. */
+    private static final int BF16_FRACTION_BITS = 7;
+    /** Fraction bits of fp16. */
+    private static final int FP16_FRACTION_BITS = 10;
+    /** Entries of bf16's decoding scales: two for each pattern of its sign and exponent bits. */
+    private static final int BF16_SCALES = 2 << (HALF_BITS - BF16_FRACTION_BITS);
+    /** Entries of fp16's decoding scales. */
+    private static final int FP16_SCALES = 2 << (HALF_BITS - FP16_FRACTION_BITS);
     /** -inf. */
     public static final int T_NEG_INF = 0;
     /** A NaN. */
@@ -78,29 +88,28 @@ public final class MergeTasks {
     /** Index of 2^0; 2^k is at T_POW2 + k for k in [-POW2_RANGE, POW2_RANGE]. */
     public static final int T_POW2 = T_TAYLOR + TAYLOR_DEGREE + 1 + POW2_RANGE;
     /**
-     * bf16's decoding scales, {@code 2 << 9} entries: see {@link #decodeExact}. Entry {@code (s_e << 1) | (m != 0)},
-     * for the pattern's sign and exponent bits {@code s_e} (its top 9) and whether its fraction {@code m} is nonzero:
+     * bf16's decoding scales (see {@link #decodeExact}): entry {@code (s_e << 1) | (m != 0)},
+     * for the pattern's sign and exponent bits {@code s_e} (its top 9) and whether its fraction {@code m} is nonzero,
      * the signed power of two of the pattern's last significand bit, signed infinity or NaN where the exponent is all
      * ones.
      */
     public static final int T_DECODE_BF16 = T_POW2 + POW2_RANGE + 1;
-    /** fp16's decoding scales, {@code 2 << 6} entries, as {@link #T_DECODE_BF16}'s (its top 6 bits). */
-    public static final int T_DECODE_FP16 = T_DECODE_BF16 + (2 << 9);
+    /** fp16's decoding scales, as {@link #T_DECODE_BF16}'s (its top 6 bits). */
+    public static final int T_DECODE_FP16 = T_DECODE_BF16 + BF16_SCALES;
     /** Entries of the constant table. */
-    public static final int TABLES = T_DECODE_FP16 + (2 << 6);
+    public static final int TABLES = T_DECODE_FP16 + FP16_SCALES;
 
-    /** Bits of a bf16 or fp16 pattern. */
-    private static final int HALF_BITS = 16;
-    /** Fraction bits of bf16. */
-    private static final int BF16_FRACTION_BITS = 7;
-    /** Fraction bits of fp16. */
-    private static final int FP16_FRACTION_BITS = 10;
-    /** Sources whose words and weights the merge loads before it uses the first of them. */
+    /**
+     * Sources whose values the weights and the merge load before they use the first of them: their loops take this
+     * many sources a step, written out one by one (x0 .. x3).
+     */
     private static final int SOURCES_AT_ONCE = 4;
     /** log2(e), WeightExp.LOG2_E. */
     private static final float LOG2_E = 1.442695f;
     /** 1.5 x 2^23: (y + R) - R rounds an fp32 |y| < 2^22 to an integer, to nearest even. */
     private static final float ROUND_F32 = 12582912f;
+    /** Halfway between Float.MAX_VALUE and 2^128: 2^128 - 2^103. */
+    private static final double OVERFLOW_MIDPOINT = 0x1.ffffffp127;
     /** 2^52: (n + R) - R rounds an fp64 0 <= n < 2^52 to an integer, to nearest even. */
     private static final double ROUND_F64 = 4503599627370496.0;
     /** 128 bytes in longs: the metadata and every data line. */
@@ -109,7 +118,8 @@ public final class MergeTasks {
     public static final int LINE_DATA_WORDS = Ll128.LINE_DATA_WORDS;
 
     /**
-     * The constant table every task reads: infinities, NaN, WeightExp's Taylor coefficients and powers of two.
+     * The constant table every task reads: -inf, NaN, WeightExp's Taylor coefficients, powers of two and the decoding
+     * scales of bf16 and fp16.
      *
      * @param taylor WeightExp.taylorCoefficients(), TAYLOR_DEGREE + 1 values
      * @return the table, {@link #TABLES} entries
@@ -138,7 +148,7 @@ public final class MergeTasks {
         int eBits = HALF_BITS - 1 - mBits;
         int eMax = (1 << eBits) - 1;
         int bias = eMax >> 1;
-        for (int top = 0; top < 1 << (eBits + 1); top++) {
+        for (int top = 0; top < 1 << (HALF_BITS - mBits); top++) {
             int e = top & eMax;
             double sign = top > eMax ? -1.0 : 1.0;
             double finite = sign * Math.scalb(1.0, (e == 0 ? 1 : e) - bias - mBits);
@@ -164,43 +174,43 @@ public final class MergeTasks {
         int rows = p.get(P_ROWS);
         boolean base2 = p.get(P_BASE2) == 1;
         float negInf = (float) t.get(T_NEG_INF);
-        // Four sources at a time, their loads issued before the first is used: a thread's loads are its time here
-        // (one row's work is a few hundred instructions), and one round trip then serves four of them.
+        // SOURCES_AT_ONCE sources at a time, their loads issued before the first is used: a thread's loads are its
+        // time here (one row's work is a few hundred instructions), and one round trip then serves that many.
         for (@Parallel int dr = 0; dr < cp * rows; dr++) {
             int first = dr * cp;
             float m = negInf;
-            for (int s = 0; s < cp; s += 4) {
+            for (int s = 0; s < cp; s += SOURCES_AT_ONCE) {
                 float x0 = received.get(first + s);
                 float x1 = s + 1 < cp ? received.get(first + s + 1) : negInf;
                 float x2 = s + 2 < cp ? received.get(first + s + 2) : negInf;
                 float x3 = s + 3 < cp ? received.get(first + s + 3) : negInf;
-                m = larger(larger(larger(larger(m, counted(x0, negInf)), counted(x1, negInf)), counted(x2, negInf)),
-                        counted(x3, negInf));
+                m = larger(larger(m, sanitized(x0, negInf)), sanitized(x1, negInf));
+                m = larger(larger(m, sanitized(x2, negInf)), sanitized(x3, negInf));
             }
             if (m == negInf) {
                 m = 0f;
             }
             float denom = 0f;
-            for (int s = 0; s < cp; s += 4) {
+            for (int s = 0; s < cp; s += SOURCES_AT_ONCE) {
                 float x0 = received.get(first + s);
                 float x1 = s + 1 < cp ? received.get(first + s + 1) : negInf;
                 float x2 = s + 2 < cp ? received.get(first + s + 2) : negInf;
                 float x3 = s + 3 < cp ? received.get(first + s + 3) : negInf;
-                float e0 = weightExp(base2, counted(x0, negInf) - m, t);
+                float e0 = weightExp(base2, sanitized(x0, negInf) - m, t);
                 w.set(first + s, e0);
                 denom += e0;
                 if (s + 1 < cp) {
-                    float e1 = weightExp(base2, counted(x1, negInf) - m, t);
+                    float e1 = weightExp(base2, sanitized(x1, negInf) - m, t);
                     w.set(first + s + 1, e1);
                     denom += e1;
                 }
                 if (s + 2 < cp) {
-                    float e2 = weightExp(base2, counted(x2, negInf) - m, t);
+                    float e2 = weightExp(base2, sanitized(x2, negInf) - m, t);
                     w.set(first + s + 2, e2);
                     denom += e2;
                 }
                 if (s + 3 < cp) {
-                    float e3 = weightExp(base2, counted(x3, negInf) - m, t);
+                    float e3 = weightExp(base2, sanitized(x3, negInf) - m, t);
                     w.set(first + s + 3, e3);
                     denom += e3;
                 }
@@ -208,7 +218,7 @@ public final class MergeTasks {
             // 1 / denom in fp64, rounded once to fp32: the correctly rounded fp32 quotient (fp64 has > 2 x 24 + 2
             // bits), where PTX's f32 division is approximate
             float inv = denom == 0f ? 0f : (float) (1.0 / (double) denom);
-            for (int s = 0; s < cp; s += 4) {
+            for (int s = 0; s < cp; s += SOURCES_AT_ONCE) {
                 float e0 = w.get(first + s);
                 float e1 = s + 1 < cp ? w.get(first + s + 1) : 0f;
                 float e2 = s + 2 < cp ? w.get(first + s + 2) : 0f;
@@ -235,8 +245,8 @@ public final class MergeTasks {
         return x > m ? x : m;
     }
 
-    /** ExactMerge step 1: an LSE as the weights count it, NaN and +inf as -inf. */
-    private static float counted(float lse, float negInf) {
+    /** ExactMerge step 1 (ExactMerge.sanitize): NaN and +inf count as -inf. */
+    private static float sanitized(float lse, float negInf) {
         return lse != lse || lse > Float.MAX_VALUE ? negInf : lse;
     }
 
@@ -354,25 +364,30 @@ public final class MergeTasks {
 
     /**
      * {@code fma(a, b, c)} in fp32, rounded once, without an fma instruction: the product of two fp32 values is exact
-     * in fp64 ({@link #addRounded} does the rest).
+     * in fp64, {@link #addRounded} rounds the sum, and {@link #overflowed} where that gave an infinity.
      */
     public static float fma32(float a, float b, float c) {
-        return addRounded((double) a * (double) b, c);
+        double prod = (double) a * (double) b;
+        float r = addRounded(prod, c);
+        return r > Float.MAX_VALUE || r < -Float.MAX_VALUE ? overflowed(prod, c, r) : r;
     }
 
     /**
      * {@code prod + c} rounded once to fp32, for a {@code prod} whose significand fits 48 bits (an fp32 product, or a
-     * weight times a half): rounding the fp64 sum {@code s} to fp32 is the correct result unless {@code s} lies
-     * exactly halfway between two fp32 values; there the true sum lies on the side of the sum's rounding error
-     * {@code err} (exact, by two-sum), which is computed only then.
+     * weight times a half), where the result is finite: rounding the fp64 sum {@code s} to fp32 is the correct result
+     * unless {@code s} lies exactly halfway between two fp32 values; there the true sum lies on the side of the sum's
+     * rounding error {@code err} (exact, by two-sum), which is computed only then. Where {@code s} rounds to an
+     * infinity the result is that infinity, which is wrong only where {@code s} is the midpoint between
+     * +-Float.MAX_VALUE and +-2^128 and the true sum is nearer zero: {@link #fma32} checks for it; the merge's sums,
+     * of weights at most 1 and about 1 in all, times halves, stay below.
      */
     static float addRounded(double prod, float c) {
         double s = prod + c;
         float r = (float) s;
         double back = r;
         double d = s - back;
-        // the other fp32 neighbour where s is the midpoint between the two; otherwise strictly between them and no
-        // fp32 value (NaN where s or r is infinite or NaN)
+        // the other fp32 neighbour where s is the midpoint between the two; where s is an fp32 value (d == 0) r
+        // itself, and otherwise strictly between them, no fp32 value (NaN where r is infinite or s is NaN)
         double mirror = back + 2.0 * d;
         if ((double) (float) mirror != mirror || d == 0.0) {
             return r;  // s is no midpoint: within an fp64 ulp of the true sum, whose rounding it shares
@@ -383,6 +398,23 @@ public final class MergeTasks {
             return r;  // the true sum is the midpoint: to even, as (float) s rounds it
         }
         return (err > 0.0) == (d > 0.0) ? (float) mirror : r;
+    }
+
+    /**
+     * {@code prod + c} rounded once to fp32 where its fp64 sum {@code s} rounded to the infinity {@code r}: that is
+     * right unless {@code s} is the midpoint between the largest fp32 magnitude and 2^128 (the tie goes to the
+     * infinity, the even one) while the true sum, by the rounding error of {@code s}, lies nearer zero.
+     */
+    private static float overflowed(double prod, float c, float r) {
+        double s = prod + c;
+        double magnitude = s < 0.0 ? -s : s;
+        if (magnitude != OVERFLOW_MIDPOINT) {
+            return r;
+        }
+        double bb = s - prod;
+        double err = (prod - (s - bb)) + (c - bb);
+        boolean nearerZero = err != 0.0 && (err < 0.0) == (s > 0.0);
+        return nearerZero ? (s > 0.0 ? Float.MAX_VALUE : -Float.MAX_VALUE) : r;
     }
 
     /** WeightExp.exp: {@code 2^x} (base 2) or {@code e^x}, x <= 0, by the same fp32 steps. */
@@ -427,7 +459,7 @@ public final class MergeTasks {
      * power-of-two table, the value scaled exactly in fp64 to units of the result's last place and rounded there.
      */
     public static int encodeHalf(float value, boolean bf16, DoubleArray t) {
-        int mBits = bf16 ? 7 : 10;
+        int mBits = bf16 ? BF16_FRACTION_BITS : FP16_FRACTION_BITS;
         int minExp = bf16 ? -126 : -14;
         int maxExp = bf16 ? 127 : 15;
         int inf = bf16 ? 0x7F80 : 0x7C00;

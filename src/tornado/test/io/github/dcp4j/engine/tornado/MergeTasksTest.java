@@ -153,6 +153,16 @@ class MergeTasksTest {
             assertSameFloat(Math.fma(a, b, c), MergeTasks.fma32(a, b, c),
                     "seed " + SEED + ": fma(" + a + ", " + b + ", " + c + ")");
         }
+        // products at the midpoint between Float.MAX_VALUE and 2^128 (18631 x 1801 = 2^25 - 1), the sum a little
+        // below it, on it and above it, either sign: the fp64 sum rounds to the midpoint and (float) to infinity
+        for (float sign : new float[] {1f, -1f}) {
+            for (float c : new float[] {-Float.MIN_VALUE, 0f, Float.MIN_VALUE, -1f, 1f, -0x1p80f, 0x1p80f}) {
+                float a = sign * 18631f;
+                float b = 1801f * 0x1p103f;
+                assertSameFloat(Math.fma(a, b, sign * c), MergeTasks.fma32(a, b, sign * c),
+                        "fma(" + a + ", " + b + ", " + sign * c + ")");
+            }
+        }
         float inf = Float.POSITIVE_INFINITY;
         float[] special = {0f, -0f, 1f, -1f, inf, -inf, Float.NaN, Float.MIN_VALUE, Float.MAX_VALUE};
         for (float a : special) {
