@@ -88,10 +88,9 @@ public final class MergeTasks {
     /** Index of 2^0; 2^k is at T_POW2 + k for k in [-POW2_RANGE, POW2_RANGE]. */
     public static final int T_POW2 = T_TAYLOR + TAYLOR_DEGREE + 1 + POW2_RANGE;
     /**
-     * bf16's decoding scales (see {@link #decodeExact}): entry {@code (s_e << 1) | (m != 0)},
-     * for the pattern's sign and exponent bits {@code s_e} (its top 9) and whether its fraction {@code m} is nonzero,
-     * the signed power of two of the pattern's last significand bit, signed infinity or NaN where the exponent is all
-     * ones.
+     * bf16's decoding scales (see {@link #decodeExact}): entry {@code (s_e << 1) | (m != 0)}, for the pattern's sign
+     * and exponent bits {@code s_e} (its top 9) and whether its fraction {@code m} is nonzero, is the signed power of
+     * two of the pattern's last significand bit, or a signed infinity or NaN where the exponent is all ones.
      */
     public static final int T_DECODE_BF16 = T_POW2 + POW2_RANGE + 1;
     /** fp16's decoding scales, as {@link #T_DECODE_BF16}'s (its top 6 bits). */
