@@ -391,8 +391,7 @@ public final class MergeTasks {
         if ((double) (float) mirror != mirror || d == 0.0) {
             return r;  // s is no midpoint: within an fp64 ulp of the true sum, whose rounding it shares
         }
-        double bb = s - prod;
-        double err = (prod - (s - bb)) + (c - bb);
+        double err = sumError(prod, c, s);
         if (err == 0.0) {
             return r;  // the true sum is the midpoint: to even, as (float) s rounds it
         }
@@ -410,10 +409,15 @@ public final class MergeTasks {
         if (magnitude != OVERFLOW_MIDPOINT) {
             return r;
         }
-        double bb = s - prod;
-        double err = (prod - (s - bb)) + (c - bb);
+        double err = sumError(prod, c, s);
         boolean nearerZero = err != 0.0 && (err < 0.0) == (s > 0.0);
         return nearerZero ? (s > 0.0 ? Float.MAX_VALUE : -Float.MAX_VALUE) : r;
+    }
+
+    /** {@code prod + c - s} exactly, for {@code s} the fp64 sum {@code prod + c} (two-sum). */
+    private static double sumError(double prod, float c, double s) {
+        double bb = s - prod;
+        return (prod - (s - bb)) + (c - bb);
     }
 
     /** WeightExp.exp: {@code 2^x} (base 2) or {@code e^x}, x <= 0, by the same fp32 steps. */
